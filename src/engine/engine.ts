@@ -1,0 +1,224 @@
+/**
+ * The engine: a loaded model on a device, with its KV pool, slot state, activations and plan cache.
+ * The scheduler (engine/scheduler.ts) drives it step by step; CLI, server and browser share it.
+ * @module
+ */
+import { CapacityError, LoaderError } from "../errors.ts";
+import { Gpu, type GpuOptions } from "../gpu/device.ts";
+import { encodeDispatches } from "../gpu/kernel.ts";
+import { readBuffer } from "../gpu/readback.ts";
+import { ConfigReader, readEos, ropeTables } from "../loader/config.ts";
+import { readTensorIndex } from "../loader/safetensors.ts";
+import { Tokenizer } from "../loader/tokenizer.ts";
+import { WeightLoader } from "../loader/weights.ts";
+import type { ArchConfig, Architecture } from "../models/model.ts";
+import { architectureFor } from "../models/registry.ts";
+import type { ModelSource } from "../platform/mod.ts";
+import { KvPool } from "./kv_pool.ts";
+import { type Activations, allocActivations, type Dims } from "./resources.ts";
+import { Slots } from "./slots.ts";
+import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
+
+export interface EngineOptions {
+  gpu?: Gpu;
+  gpuOptions?: GpuOptions;
+  /** Context window in tokens; default the model's maximum, capped by the KV budget. */
+  contextWindow?: number;
+  /** Sequences decoded together in one step (default 8). */
+  maxBatch?: number;
+  /** Prefill chunk in tokens (default 512). */
+  prefillChunk?: number;
+  /** Tokens per KV page (default 16). */
+  pageSize?: number;
+  /** Rows that can get logits in one "all"-logits step (tests, eval); default max(maxBatch, 16). */
+  logitRows?: number;
+  /** Bytes the KV pool may use (default 4 GiB). */
+  kvBudget?: number;
+  /** Loading progress: bytes of weights read so far, out of the total. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface ModelInfo {
+  name: string;
+  modelType: string;
+  dims: Dims;
+  maxPosition: number;
+  quantization: string;
+  weightBytes: number;
+}
+
+export class Engine {
+  readonly #plans = new Map<string, Promise<Plan>>();
+  static readonly MAX_PLANS = 64;
+
+  private constructor(
+    readonly gpu: Gpu,
+    readonly info: ModelInfo,
+    readonly arch: Architecture,
+    readonly config: ArchConfig,
+    readonly weights: unknown,
+    /** null for bare checkpoints without tokenizer.json (test fixtures): logits only. */
+    readonly tokenizer: Tokenizer | null,
+    readonly eosIds: number[],
+    readonly kv: KvPool,
+    readonly slots: Slots,
+    readonly acts: Activations,
+    readonly invFreq: GPUBuffer,
+    readonly mscale: number,
+    readonly contextWindow: number,
+    readonly maxBatch: number,
+    readonly prefillChunk: number,
+  ) {}
+
+  static async load(source: ModelSource, opts: EngineOptions = {}): Promise<Engine> {
+    const files = await source.list();
+    if (!files.includes("config.json")) throw new LoaderError(`${source.name}/config.json`, null, "file not found");
+    let json: any;
+    try {
+      json = JSON.parse(await source.readText("config.json"));
+    } catch (e) {
+      throw new LoaderError(`${source.name}/config.json`, null, `not valid JSON (${(e as Error).message})`);
+    }
+    const cfgFile = `${source.name}/config.json`;
+    const reader = new ConfigReader(cfgFile, json);
+    const arch = architectureFor(json.model_type, cfgFile);
+    const config = arch.parseConfig(reader);
+    let generation: any = null;
+    if (files.includes("generation_config.json")) {
+      try {
+        generation = JSON.parse(await source.readText("generation_config.json"));
+      } catch {
+        throw new LoaderError(`${source.name}/generation_config.json`, null, "not valid JSON");
+      }
+    }
+    const eosIds = readEos(json, generation);
+    const tokenizer = files.includes("tokenizer.json") ? await Tokenizer.load(source) : null;
+    const index = await readTensorIndex(source);
+    const gpu = opts.gpu ?? await Gpu.create(opts.gpuOptions);
+    const totalBytes = [...index.tensors.values()].reduce((a, t) => a + t.byteLength, 0);
+    const loader = new WeightLoader(gpu, source, index, config.quant, (b) => opts.onProgress?.(b, totalBytes));
+    const before = gpu.memory.bytes("weights");
+    const weights = await arch.loadWeights(loader, config);
+    const weightBytes = gpu.memory.bytes("weights") - before;
+
+    const d = config.dims;
+    const maxBatch = opts.maxBatch ?? 8;
+    const pageSize = opts.pageSize ?? 16;
+    const prefillChunk = opts.prefillChunk ?? 512;
+    const ab = gpu.info.f16 ? 2 : 4;
+    const bytesPerToken = 2 * d.nkv * d.hd * ab;
+    const budget = opts.kvBudget ?? 4 * 2 ** 30;
+    // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
+    const fitTokens = Math.floor(Math.min(gpu.info.maxBinding / bytesPerToken, budget / (bytesPerToken * d.layers)));
+    const want = opts.contextWindow ?? config.maxPosition;
+    const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
+    if (opts.contextWindow && contextWindow < opts.contextWindow) {
+      throw new CapacityError(
+        `context window ${opts.contextWindow} does not fit: at most ${contextWindow} tokens (model maximum ${config.maxPosition}, KV budget ${budget} bytes)`,
+      );
+    }
+    const maxPages = Math.ceil(contextWindow / pageSize);
+    const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
+    const kv = new KvPool(gpu, {
+      layers: d.layers, nkv: d.nkv, hd: d.hd, pageSize, numPages: Math.max(maxPages, Math.floor(poolTokens / pageSize)),
+      maxSlots: maxBatch, maxPages,
+    });
+    const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
+    const cap = {
+      rows: prefillChunk + maxBatch,
+      decodeRows: maxBatch,
+      logitRows: opts.logitRows ?? Math.max(maxBatch, 16),
+      context: contextWindow,
+    };
+    const acts = allocActivations(gpu, d, cap);
+    const rt = ropeTables(config.rope);
+    const invBuf = loader.uploadF32("inv_freq", rt.invFreq);
+    const q = config.quant;
+    const info: ModelInfo = {
+      name: source.name.split("/").filter(Boolean).pop() ?? source.name,
+      modelType: config.modelType,
+      dims: d,
+      maxPosition: config.maxPosition,
+      quantization: q ? `affine ${q.default.bits}-bit g${q.default.groupSize}` : "none (16-bit)",
+      weightBytes,
+    };
+    return new Engine(
+      gpu, info, arch, config, weights, tokenizer, eosIds, kv, slots, acts, invBuf, rt.mscale, contextWindow, maxBatch,
+      prefillChunk,
+    );
+  }
+
+  /** The plan for a step layout, built once (bind groups, params) and cached. */
+  plan(layout: StepLayout): Promise<Plan> {
+    const key = layoutKey(layout);
+    let p = this.#plans.get(key);
+    if (p) {
+      this.#plans.delete(key); // LRU: re-insert as most recent
+      this.#plans.set(key, p);
+      return p;
+    }
+    p = (async () => {
+      const g = new StepGraph({
+        gpu: this.gpu, dims: this.config.dims, acts: this.acts, kv: this.kv, slots: this.slots,
+        invFreq: this.invFreq, mscale: this.mscale,
+      }, layout);
+      await this.arch.forward(g, this.weights, this.config);
+      return g.finish();
+    })();
+    this.#plans.set(key, p);
+    p.catch(() => this.#plans.delete(key));
+    while (this.#plans.size > Engine.MAX_PLANS) {
+      const [oldKey, old] = this.#plans.entries().next().value!;
+      this.#plans.delete(oldKey);
+      old.then((pl) => pl.destroy(this.gpu)).catch(() => {});
+    }
+    return p;
+  }
+
+  /** Records one step (one compute pass). `maxKvLen` sizes the decode-attention grid. */
+  encodeStep(encoder: GPUCommandEncoder, plan: Plan, maxKvLen: number): void {
+    const pass = encoder.beginComputePass({ label: "step" });
+    encodeDispatches(pass, plan.list, { maxKvLen });
+    pass.end();
+  }
+
+  /** Uploads the step's row table: [token, pos, slot, kind] per row. */
+  writeRows(rows: Uint32Array): void {
+    this.gpu.device.queue.writeBuffer(this.acts.rows, 0, rows);
+  }
+
+  /**
+   * Logits of every position of `ids` (one sequence, prefilled in chunks): Float32Array (n, vocab).
+   * For tests and evaluation; generation goes through the scheduler.
+   */
+  async forwardLogits(ids: number[]): Promise<Float32Array> {
+    const V = this.config.dims.vocab;
+    const chunk = Math.min(this.prefillChunk, this.acts.cap.logitRows);
+    const slot = this.slots.acquire();
+    if (slot === null) throw new CapacityError("no free sequence slot");
+    const pages: number[] = [];
+    const out = new Float32Array(ids.length * V);
+    try {
+      this.kv.ensure(slot, pages, ids.length - 1);
+      for (let p0 = 0; p0 < ids.length; p0 += chunk) {
+        const n = Math.min(chunk, ids.length - p0);
+        const rows = new Uint32Array(4 * n);
+        for (let i = 0; i < n; i++) rows.set([ids[p0 + i], p0 + i, slot, 0], 4 * i);
+        this.writeRows(rows);
+        const plan = await this.plan({ decode: 0, segments: [{ row0: 0, len: n, final: false }], logits: "all" });
+        const enc = this.gpu.device.createCommandEncoder();
+        this.encodeStep(enc, plan, p0 + n);
+        this.gpu.device.queue.submit([enc.finish()]);
+        out.set(new Float32Array(await readBuffer(this.gpu, this.acts.logits, 0, n * V * 4)), p0 * V);
+      }
+    } finally {
+      this.kv.release(pages);
+      this.slots.release(slot);
+    }
+    return out;
+  }
+
+  destroy(): void {
+    this.gpu.destroy();
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The dimensions every step needs and the activation buffers, allocated once for the largest step
+ * (no allocation per token). Shapes are in the comments; "act" is f16 where the adapter has shader-f16.
+ * @module
+ */
+import type { Gpu } from "../gpu/device.ts";
+import { DECODE_SPLIT } from "../ops/attention.ts";
+
+export interface Dims {
+  hidden: number;
+  layers: number;
+  nq: number;
+  nkv: number;
+  hd: number;
+  /** RoPE-rotated dims per head. */
+  rotary: number;
+  intermediate: number;
+  vocab: number;
+  eps: number;
+}
+
+export interface Capacity {
+  /** Rows in the largest step (prefill chunk + decode rows). */
+  rows: number;
+  /** Decode rows in one step (max batch). */
+  decodeRows: number;
+  /** Rows that may get logits in one step. */
+  logitRows: number;
+  /** Context window (tokens). */
+  context: number;
+}
+
+export interface Activations {
+  rows: GPUBuffer;   // (rows) Row {token, pos, slot, kind}
+  x: GPUBuffer;      // (rows, hidden) f32 residual
+  xn: GPUBuffer;     // (rows, hidden) act
+  qkv: GPUBuffer;    // (rows, (nq + 2·nkv)·hd) act
+  q: GPUBuffer;      // (rows, nq·hd) act
+  attn: GPUBuffer;   // (rows, nq·hd) act
+  gu: GPUBuffer;     // (rows, 2·intermediate) act
+  h: GPUBuffer;      // (rows, intermediate) act
+  opart: GPUBuffer;  // (decodeRows, nq, maxSplit, hd) f32
+  ml: GPUBuffer;     // (decodeRows, nq, maxSplit) vec2<f32>
+  xl: GPUBuffer;     // (logitRows, hidden) act
+  logits: GPUBuffer; // (logitRows, vocab) f32
+  maxSplit: number;
+  cap: Capacity;
+}
+
+export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations {
+  const ab = gpu.info.f16 ? 2 : 4;
+  const mk = (label: string, bytes: number, extra = 0) =>
+    gpu.memory.create("activations", {
+      label,
+      size: Math.max(16, Math.ceil(bytes / 16) * 16),
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
+    });
+  const R = cap.rows;
+  const maxSplit = Math.ceil(cap.context / DECODE_SPLIT);
+  return {
+    rows: mk("rows", R * 16),
+    x: mk("x", R * d.hidden * 4),
+    xn: mk("xn", R * d.hidden * ab),
+    qkv: mk("qkv", R * (d.nq + 2 * d.nkv) * d.hd * ab),
+    q: mk("q", R * d.nq * d.hd * ab),
+    attn: mk("attn", R * d.nq * d.hd * ab),
+    gu: mk("gu", R * 2 * d.intermediate * ab),
+    h: mk("h", R * d.intermediate * ab),
+    opart: mk("opart", cap.decodeRows * d.nq * maxSplit * d.hd * 4),
+    ml: mk("ml", cap.decodeRows * d.nq * maxSplit * 8),
+    xl: mk("xl", cap.logitRows * d.hidden * ab),
+    logits: mk("logits", cap.logitRows * d.vocab * 4),
+    maxSplit,
+    cap,
+  };
+}
+
+/** Bytes the activations take for these dims and capacity (for the memory fit before allocating). */
+export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
+  const ab = f16 ? 2 : 4;
+  const R = cap.rows;
+  const maxSplit = Math.ceil(cap.context / DECODE_SPLIT);
+  return R * 16 + R * d.hidden * (4 + ab) + R * (d.nq + 2 * d.nkv) * d.hd * ab + 2 * R * d.nq * d.hd * ab +
+    3 * R * d.intermediate * ab + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
+    cap.logitRows * (d.hidden * ab + d.vocab * 4);
+}

@@ -1,0 +1,191 @@
+/**
+ * One step = one batch of rows: decode rows first (rows 0..D−1, one per sequence), then prefill segments
+ * (consecutive positions of one sequence each). `StepGraph` is the op vocabulary architecture files are
+ * written in; each op records dispatches for this layout into a `Plan`, built once per layout and reused
+ * (bind groups and params made once). Decode rows always take the vector matmul and split-K attention,
+ * prefill rows the tiled kernels, so a row's numbers never depend on its batch.
+ * @module
+ */
+import type { Dispatch } from "../gpu/kernel.ts";
+import { ParamArena } from "../gpu/kernel.ts";
+import type { Gpu } from "../gpu/device.ts";
+import type { LinearGroup } from "../loader/weights.ts";
+import { attentionDecode, attentionPrefill } from "../ops/attention.ts";
+import type { OpContext } from "../ops/context.ts";
+import { siluMul } from "../ops/elementwise.ts";
+import { embed } from "../ops/embed.ts";
+import type { Linear } from "../ops/linear.ts";
+import { matmul } from "../ops/matmul.ts";
+import { rmsNorm } from "../ops/norm.ts";
+import { rope } from "../ops/rope.ts";
+import { sample, stepBegin } from "../ops/sample.ts";
+import type { Activations, Dims } from "./resources.ts";
+import type { KvPool } from "./kv_pool.ts";
+import type { Slots } from "./slots.ts";
+
+export interface Segment {
+  row0: number;
+  len: number;
+  /** The segment ends its prompt: its last row gets logits and a sampled token. */
+  final: boolean;
+}
+
+export interface StepLayout {
+  decode: number;
+  segments: Segment[];
+  /** "sampled": logits for decode rows and final-segment ends, then sampling; "all": every row, no sampling. */
+  logits: "sampled" | "all";
+}
+
+export function layoutKey(l: StepLayout): string {
+  return `d${l.decode}|${l.segments.map((s) => `${s.len}${s.final ? "f" : ""}`).join(",")}|${l.logits}`;
+}
+
+export function layoutRows(l: StepLayout): number {
+  return l.decode + l.segments.reduce((a, s) => a + s.len, 0);
+}
+
+/** Rows that get logits, in logit-row order. */
+export function logitRows(l: StepLayout): number[] {
+  if (l.logits === "all") return Array.from({ length: layoutRows(l) }, (_, i) => i);
+  const out = Array.from({ length: l.decode }, (_, i) => i);
+  for (const s of l.segments) if (s.final) out.push(s.row0 + s.len - 1);
+  return out;
+}
+
+/** Recorded dispatches for one layout, plus what they own. */
+export class Plan {
+  constructor(
+    readonly layout: StepLayout,
+    readonly list: Dispatch[],
+    readonly arena: ParamArena,
+    readonly lrows: GPUBuffer,
+    readonly logitRows: number[],
+  ) {}
+  destroy(gpu: Gpu): void {
+    this.arena.destroy();
+    gpu.memory.destroy(this.lrows);
+  }
+}
+
+export interface StepResources {
+  gpu: Gpu;
+  dims: Dims;
+  acts: Activations;
+  kv: KvPool;
+  slots: Slots;
+  invFreq: GPUBuffer;
+  mscale: number;
+}
+
+type ActName = "xn" | "qkv" | "q" | "attn" | "gu" | "h";
+
+/** The op vocabulary of architecture files, bound to one step layout. */
+export class StepGraph {
+  readonly ctx: OpContext;
+  readonly R: number;
+  readonly D: number;
+  readonly lrows: number[];
+
+  constructor(readonly res: StepResources, readonly layout: StepLayout) {
+    this.ctx = { gpu: res.gpu, arena: new ParamArena(res.gpu), list: [] };
+    this.R = layoutRows(layout);
+    this.D = layout.decode;
+    this.lrows = logitRows(layout);
+  }
+
+  /** Decode rows read their token and position from the slot state the previous step left. */
+  async begin(): Promise<void> {
+    if (this.D > 0) await stepBegin(this.ctx, { rows: this.res.acts.rows, R: this.R, s: this.res.slots });
+  }
+
+  /** x = embedding rows of the step's tokens (f32 residual). */
+  async embed(table: Linear): Promise<void> {
+    await embed(this.ctx, { rows: this.res.acts.rows, table, x: this.res.acts.x, R: this.R });
+  }
+
+  /** xn = rmsNorm(x) · weight, all rows. */
+  async rmsNorm(weight: GPUBuffer): Promise<void> {
+    const { acts, dims } = this.res;
+    await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: this.R, H: dims.hidden, eps: dims.eps });
+  }
+
+  /** dst = src · Wᵀ, or x += src · Wᵀ with `dst = "x"` (the residual add, fused). */
+  async linear(src: ActName, g: LinearGroup, dst: ActName | "x"): Promise<void> {
+    const acts = this.res.acts;
+    const x = acts[src];
+    const y = acts[dst];
+    const out = dst === "x" ? "add" : "act";
+    const P = this.R - this.D;
+    for (const p of g.parts) {
+      if (this.D > 0) await matmul(this.ctx, { x, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff });
+      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff });
+    }
+  }
+
+  /** RoPE (+ optional per-head Q/K norm), K/V into the cache, then attention: qkv → attn. */
+  async attention(layer: number, opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {}): Promise<void> {
+    const { acts, dims, kv } = this.res;
+    const common = {
+      rows: acts.rows, pages: kv.pageTable, kv: kv.layers[layer], nq: dims.nq, nkv: dims.nkv, hd: dims.hd,
+      pageSize: kv.shape.pageSize, maxPages: kv.shape.maxPages,
+    };
+    await rope(this.ctx, {
+      ...common, qkv: acts.qkv, invFreq: this.res.invFreq, qNorm: opts.qNorm, kNorm: opts.kNorm, q: acts.q,
+      R: this.R, rot: dims.rotary, eps: dims.eps, mscale: this.res.mscale,
+    });
+    const scale = opts.scale ?? 1 / Math.sqrt(dims.hd);
+    if (this.D > 0) {
+      await attentionDecode(this.ctx, {
+        ...common, q: acts.q, out: acts.attn, row0: 0, D: this.D, scale, opart: acts.opart, ml: acts.ml, maxSplit: acts.maxSplit,
+      });
+    }
+    for (const s of this.layout.segments) {
+      await attentionPrefill(this.ctx, { ...common, q: acts.q, out: acts.attn, row0: s.row0, S: s.len, scale });
+    }
+  }
+
+  /** h = silu(gate) · up from the fused [gate | up] output. */
+  async siluMul(): Promise<void> {
+    await siluMul(this.ctx, { gu: this.res.acts.gu, h: this.res.acts.h, R: this.R, I: this.res.dims.intermediate });
+  }
+
+  /** Final norm on the rows that need logits, the LM head, and (layout "sampled") sampling. */
+  async logits(norm: GPUBuffer, head: LinearGroup): Promise<void> {
+    const L = this.lrows.length;
+    if (L === 0) return;
+    const { acts, dims } = this.res;
+    await rmsNorm(this.ctx, {
+      x: acts.x, weight: norm, y: acts.xl, R: L, H: dims.hidden, eps: dims.eps, gather: this.lrowsBuffer(),
+    });
+    // Sampled rows always take the vector kernel (batch invariance); "all" (tests, eval) takes the tiled one.
+    const mode = this.layout.logits === "all" ? "tiled" : "vec";
+    for (const p of head.parts) {
+      await matmul(this.ctx, { x: acts.xl, w: p.w, y: acts.logits, M: L, out: "f32", mode, ldy: head.N, nOff: p.nOff });
+    }
+    if (this.layout.logits === "sampled") {
+      await sample(this.ctx, {
+        logits: acts.logits, lrows: this.lrowsBuffer(), rows: acts.rows, L, V: head.N, s: this.res.slots,
+      });
+    }
+  }
+
+  #lrowsBuf: GPUBuffer | null = null;
+  lrowsBuffer(): GPUBuffer {
+    if (!this.#lrowsBuf) {
+      this.#lrowsBuf = this.res.gpu.memory.create("params", {
+        label: "lrows",
+        size: Math.max(16, this.lrows.length * 4),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+      });
+      this.res.gpu.device.queue.writeBuffer(this.#lrowsBuf, 0, new Uint32Array(this.lrows));
+    }
+    return this.#lrowsBuf;
+  }
+
+  /** Seals the recorded dispatches into a Plan. */
+  finish(): Plan {
+    this.ctx.arena.flush();
+    return new Plan(this.layout, this.ctx.list, this.ctx.arena, this.lrowsBuffer(), this.lrows);
+  }
+}

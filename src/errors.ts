@@ -1,0 +1,81 @@
+/**
+ * Typed errors for every failure a user can cause or meet. The server maps them to HTTP status and
+ * OpenAI/Anthropic error bodies in one handler; the CLI prints `message` (which names the file and field).
+ * @module
+ */
+
+/** Base class: `status` is the HTTP status the server answers with, `code` a stable machine-readable id. */
+export class FlintError extends Error {
+  readonly status: number = 500;
+  readonly code: string = "internal_error";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A model folder or file is missing, malformed or inconsistent. Names the file and the tensor/field. */
+export class LoaderError extends FlintError {
+  override readonly status = 400;
+  override readonly code = "model_load_error";
+  constructor(readonly file: string, readonly field: string | null, detail: string) {
+    super(`${file}${field ? `: ${field}` : ""}: ${detail}`);
+  }
+}
+
+/** `config.json` names an architecture this build does not implement. */
+export class UnsupportedModelError extends LoaderError {
+  constructor(file: string, modelType: string, supported: string[]) {
+    super(file, "model_type", `unsupported model_type "${modelType}"; supported: ${supported.join(", ")}`);
+  }
+}
+
+/** Tokenizer or chat-template problem (bad template, missing tokenizer.json). */
+export class TokenizerError extends FlintError {
+  override readonly status = 400;
+  override readonly code = "tokenizer_error";
+}
+
+/** The prompt plus the requested new tokens do not fit in the context window. Never truncated silently. */
+export class ContextWindowError extends FlintError {
+  override readonly status = 400;
+  override readonly code = "context_length_exceeded";
+  constructor(readonly promptTokens: number, readonly maxTokens: number, readonly contextWindow: number) {
+    super(
+      `prompt is too long: ${promptTokens + maxTokens} tokens > ${contextWindow} maximum ` +
+        `(${promptTokens} prompt tokens + ${maxTokens} max new tokens)`,
+    );
+  }
+}
+
+/** A request field has the wrong type or value. `param` names the field. */
+export class ValidationError extends FlintError {
+  override readonly status: number = 400;
+  override readonly code: string = "invalid_request_error";
+  constructor(message: string, readonly param: string | null = null) {
+    super(message);
+  }
+}
+
+/** No WebGPU adapter, a missing feature, a lost device, or an allocation the GPU refused. */
+export class DeviceError extends FlintError {
+  override readonly status = 503;
+  override readonly code = "device_error";
+}
+
+/** The request would need more GPU memory (KV pages) than the pool can give right now. */
+export class CapacityError extends FlintError {
+  override readonly status = 503;
+  override readonly code = "capacity_exceeded";
+}
+
+/** A kernel was called with shapes that do not fit together. A programming error, quoted with shapes. */
+export class ShapeError extends FlintError {
+  override readonly code = "shape_error";
+}
+
+/** The client went away or asked to stop. */
+export class CancelledError extends FlintError {
+  override readonly status = 499;
+  override readonly code = "cancelled";
+}

@@ -1,0 +1,127 @@
+/**
+ * Device acquisition: the features and limits an LLM needs, asked for explicitly (Deno hands out the spec
+ * defaults otherwise: 128 MiB bindings), with fallbacks when `shader-f16` or subgroups are missing.
+ * @module
+ */
+import { DeviceError } from "../errors.ts";
+import { isDeno, requestAdapter } from "../platform/mod.ts";
+import { KernelCache } from "./kernel.ts";
+import { MemoryLedger } from "./memory.ts";
+import type { Defines } from "./preprocess.ts";
+
+export interface GpuOptions {
+  /** Use f16 activations when the adapter has `shader-f16` (default true). false forces the f32 path. */
+  f16?: boolean;
+  /** Use subgroup operations when the device grants them (default true). */
+  subgroups?: boolean;
+}
+
+export interface GpuInfo {
+  adapter: string;
+  f16: boolean;
+  subgroups: boolean;
+  subgroupMinSize: number;
+  subgroupMaxSize: number;
+  timestamps: boolean;
+  maxBinding: number;
+  maxBuffer: number;
+  maxWorkgroupStorage: number;
+  maxInvocations: number;
+  uniformAlign: number;
+  storageAlign: number;
+}
+
+/** A device plus everything shared by all kernels on it: pipeline cache, memory ledger, feature defines. */
+export class Gpu {
+  readonly kernels: KernelCache;
+  readonly memory: MemoryLedger;
+  /** Defines every shader sees: F16 (activations in f16), SUBGROUPS, and the directive switches. */
+  readonly defines: Defines;
+  #errors: string[] = [];
+
+  private constructor(readonly device: GPUDevice, readonly info: GpuInfo) {
+    this.memory = new MemoryLedger(device);
+    this.defines = {};
+    if (info.f16) this.defines.F16 = 1;
+    if (info.subgroups) this.defines.SUBGROUPS = 1;
+    // naga (Deno) rejects `enable subgroups;` while Chrome requires it.
+    if (info.subgroups && !isDeno) this.defines.SUBGROUPS_DIRECTIVE = 1;
+    this.kernels = new KernelCache(this);
+    device.addEventListener("uncapturederror", (e: any) => {
+      const msg = String(e?.error?.message ?? e);
+      this.#errors.push(msg);
+      console.error(`[flint] WebGPU error: ${msg}`);
+    });
+  }
+
+  /** Opens the adapter's device with large limits and the optional features we can use. */
+  static async create(opts: GpuOptions = {}): Promise<Gpu> {
+    const adapter = await requestAdapter();
+    const wantF16 = opts.f16 !== false && adapter.features.has("shader-f16");
+    const timestamps = adapter.features.has("timestamp-query");
+    const L = adapter.limits;
+    const requiredLimits: Record<string, number> = {
+      maxStorageBufferBindingSize: L.maxStorageBufferBindingSize,
+      maxBufferSize: L.maxBufferSize,
+      maxComputeWorkgroupStorageSize: L.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: L.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupSizeX: L.maxComputeWorkgroupSizeX,
+      maxStorageBuffersPerShaderStage: L.maxStorageBuffersPerShaderStage,
+    };
+    const base: GPUFeatureName[] = [];
+    if (wantF16) base.push("shader-f16");
+    if (timestamps) base.push("timestamp-query");
+    let device: GPUDevice | null = null;
+    let subgroups = false;
+    // Deno does not list "subgroups" in adapter.features, yet grants it on request: so just try.
+    if (opts.subgroups !== false) {
+      try {
+        device = await adapter.requestDevice({
+          requiredFeatures: [...base, "subgroups" as GPUFeatureName],
+          requiredLimits,
+        });
+        subgroups = device.features.has("subgroups");
+      } catch {
+        device = null;
+      }
+    }
+    if (!device) {
+      try {
+        device = await adapter.requestDevice({ requiredFeatures: base, requiredLimits });
+      } catch (e) {
+        throw new DeviceError(`could not open the WebGPU device: ${(e as Error).message}`);
+      }
+    }
+    const ai = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
+    const dl = device.limits;
+    const info: GpuInfo = {
+      adapter: ai.description || `${ai.vendor} ${ai.architecture} ${ai.device}`.trim() || "unknown adapter",
+      f16: wantF16,
+      subgroups,
+      subgroupMinSize: ai.subgroupMinSize ?? 0,
+      subgroupMaxSize: ai.subgroupMaxSize ?? 0,
+      timestamps,
+      maxBinding: dl.maxStorageBufferBindingSize,
+      maxBuffer: dl.maxBufferSize,
+      maxWorkgroupStorage: dl.maxComputeWorkgroupStorageSize,
+      maxInvocations: dl.maxComputeInvocationsPerWorkgroup,
+      uniformAlign: dl.minUniformBufferOffsetAlignment,
+      storageAlign: dl.minStorageBufferOffsetAlignment,
+    };
+    device.lost.then((l) => {
+      if (l.reason !== "destroyed") console.error(`[flint] WebGPU device lost: ${l.message}`);
+    });
+    return new Gpu(device, info);
+  }
+
+  /** Validation errors seen since the last call (tests assert there are none). */
+  takeErrors(): string[] {
+    const e = this.#errors;
+    this.#errors = [];
+    return e;
+  }
+
+  destroy(): void {
+    this.device.destroy();
+  }
+}

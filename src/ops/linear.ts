@@ -1,0 +1,49 @@
+/**
+ * Weights of one linear layer (W is [N, K], HF/MLX layout) as they live on the GPU, and the kernel
+ * defines that select the matching weight decoder.
+ * @module
+ */
+import type { Defines } from "../gpu/preprocess.ts";
+
+export type WeightFormat =
+  | { kind: "q"; bits: number; groupSize: number; scaleF16: boolean } // MLX affine
+  | { kind: "f16" }
+  | { kind: "bf16" };
+
+/** Rows [n0, n0 + n) of W in their own buffers (a matrix over the 2 GiB binding limit is split by rows). */
+export interface WeightShard {
+  n0: number;
+  n: number;
+  w: GPUBuffer;
+  scales?: GPUBuffer;
+  biases?: GPUBuffer;
+}
+
+export interface Linear {
+  name: string;
+  N: number;
+  K: number;
+  format: WeightFormat;
+  shards: WeightShard[];
+  /** Real bias (e.g. Qwen2 q/k/v), f32 [N]. */
+  bias?: GPUBuffer;
+}
+
+/** Defines + overrides for matmul_vec/matmul_tiled/embed given a weight format. */
+export function formatVariant(f: WeightFormat, kernel: "vec" | "tiled" | "embed"): {
+  defines: Defines;
+  overrides: Record<string, number>;
+} {
+  if (f.kind === "f16") return { defines: { WF16: 1 }, overrides: {} };
+  if (f.kind === "bf16") return { defines: { WBF16: 1 }, overrides: {} };
+  const defines: Defines = {};
+  if (f.scaleF16) defines.SCALE_F16 = 1;
+  if (kernel === "vec") defines[f.bits === 4 ? "Q4" : f.bits === 8 ? "Q8" : "QGEN"] = 1;
+  if (kernel === "embed") defines.WQ = 1;
+  return { defines, overrides: { BITS: f.bits, GS: f.groupSize } };
+}
+
+/** Bytes of W (with scales and biases) per weight, for memory and bandwidth accounting. */
+export function bitsPerWeight(f: WeightFormat): number {
+  return f.kind === "q" ? f.bits + 32 / f.groupSize : 16;
+}

@@ -1,0 +1,27 @@
+/** Host wrapper of `rms_norm.wgsl`. @module */
+import { type OpContext, record } from "./context.ts";
+
+export interface RmsNormArgs {
+  /** Input rows (*, H) f32 (the residual). */
+  x: GPUBuffer;
+  /** Weight (H) f32. */
+  weight: GPUBuffer;
+  /** Output (R, H) act. */
+  y: GPUBuffer;
+  R: number;
+  H: number;
+  eps: number;
+  /** Optional (R) u32 source-row indices: normalises only the rows that need logits. */
+  gather?: GPUBuffer;
+}
+
+export async function rmsNorm(ctx: OpContext, a: RmsNormArgs): Promise<void> {
+  const WG = a.H >= 1024 ? 256 : 64;
+  const buffers: Record<string, GPUBuffer> = { x: a.x, weight: a.weight, y: a.y };
+  if (a.gather) buffers.idx = a.gather;
+  await record(ctx, { file: "rms_norm.wgsl", defines: a.gather ? { GATHER: 1 } : {}, overrides: { WG } }, {
+    buffers,
+    params: { R: a.R, H: a.H, eps: a.eps },
+    grid: [a.R, 1, 1],
+  });
+}

@@ -1,0 +1,42 @@
+/** Host wrapper of `rope.wgsl`: Q/K norm + RoPE, Q out, K/V into the paged cache. @module */
+import { check, type OpContext, record } from "./context.ts";
+
+export interface RopeArgs {
+  rows: GPUBuffer;
+  /** (R, (nq + 2·nkv)·hd) act, the fused QKV projection. */
+  qkv: GPUBuffer;
+  /** (rot/2) f32. */
+  invFreq: GPUBuffer;
+  qNorm?: GPUBuffer;
+  kNorm?: GPUBuffer;
+  pages: GPUBuffer;
+  /** This layer's KV pool (pages, 2, nkv, ps, hd) act. */
+  kv: GPUBuffer;
+  /** (R, nq·hd) act. */
+  q: GPUBuffer;
+  R: number;
+  nq: number;
+  nkv: number;
+  hd: number;
+  rot: number;
+  pageSize: number;
+  maxPages: number;
+  eps: number;
+  mscale: number;
+}
+
+export async function rope(ctx: OpContext, a: RopeArgs): Promise<void> {
+  check(a.hd <= 512 && a.rot % 2 === 0 && a.rot <= a.hd, "rope", `hd=${a.hd} rot=${a.rot}`);
+  check(!!a.qNorm === !!a.kNorm, "rope", "q_norm and k_norm come together");
+  const buffers: Record<string, GPUBuffer> = {
+    rows: a.rows, qkv: a.qkv, inv_freq: a.invFreq, pages: a.pages, kv: a.kv, q: a.q,
+  };
+  if (a.qNorm) Object.assign(buffers, { qn: a.qNorm, kn: a.kNorm });
+  await record(ctx, { file: "rope.wgsl", defines: a.qNorm ? { QK_NORM: 1 } : {}, overrides: { WG: 64 } }, {
+    buffers,
+    params: {
+      nq: a.nq, nkv: a.nkv, hd: a.hd, rot: a.rot, ps: a.pageSize, max_pages: a.maxPages, eps: a.eps, mscale: a.mscale,
+    },
+    grid: [a.R, a.nq + a.nkv, 1],
+  });
+}

@@ -1,0 +1,74 @@
+/**
+ * The only place that knows whether we run under Deno or in a browser: GPU adapter acquisition, shader
+ * sources, and model files. Everything else takes a `ModelSource` and a `GPUDevice`.
+ * @module
+ */
+import { DeviceError } from "../errors.ts";
+
+/** True under Deno (server, CLI, tests); false in a browser tab. */
+export const isDeno: boolean = typeof (globalThis as any).Deno !== "undefined";
+
+/** Random access to the files of one model folder, wherever they live (disk, File objects, IndexedDB). */
+export interface ModelSource {
+  /** Human-readable location, used in error messages. */
+  readonly name: string;
+  /** File names directly in the folder. */
+  list(): Promise<string[]>;
+  /** Byte size of a file, or null when it does not exist. */
+  size(file: string): Promise<number | null>;
+  /** `length` bytes of `file` from `offset`, read into `into` when given (avoids a second copy). */
+  read(file: string, offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
+  /** Whole file as text (configs, tokenizer). */
+  readText(file: string): Promise<string>;
+}
+
+let shaderBase: URL | string = new URL("../../wgsl/", import.meta.url);
+
+/** Where `wgsl/` lives; the static web build points this at its copy of the folder. */
+export function setShaderBase(base: URL | string): void {
+  shaderBase = base;
+}
+
+const shaderCache = new Map<string, Promise<string>>();
+
+/** Text of `wgsl/<name>` (e.g. "rms_norm.wgsl" or "lib/quant.wgsl"). */
+export function shaderSource(name: string): Promise<string> {
+  let p = shaderCache.get(name);
+  if (!p) {
+    const url = new URL(name, shaderBase);
+    p = isDeno && url.protocol === "file:"
+      ? (globalThis as any).Deno.readTextFile(url)
+      : fetch(url).then((r) => {
+        if (!r.ok) throw new DeviceError(`shader ${name}: HTTP ${r.status} from ${url}`);
+        return r.text();
+      });
+    shaderCache.set(name, p!);
+  }
+  return p!;
+}
+
+/** Overrides a shader's text (kernel lab: an edited shader is run through the same wrapper). */
+export function overrideShaderSource(name: string, text: string | null): void {
+  if (text === null) shaderCache.delete(name);
+  else shaderCache.set(name, Promise.resolve(text));
+}
+
+/** The high-performance adapter, or a DeviceError that says what is missing. */
+export async function requestAdapter(): Promise<GPUAdapter> {
+  const gpu = (globalThis.navigator as any)?.gpu as GPU | undefined;
+  if (!gpu) {
+    throw new DeviceError(
+      isDeno
+        ? "WebGPU is not available in this Deno build"
+        : "this browser has no WebGPU (navigator.gpu is missing); use a recent Chrome, Edge or Safari",
+    );
+  }
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) {
+    throw new DeviceError(
+      "no WebGPU adapter found" +
+        (isDeno ? " (on Linux without a GPU, install mesa-vulkan-drivers for the lavapipe software adapter)" : ""),
+    );
+  }
+  return adapter;
+}

@@ -1,0 +1,45 @@
+// RMSNorm: y[r, :] = x[src(r), :] · rsqrt(mean(x[src(r), :]²) + eps) · weight, computed in f32.
+//   src(r) = r, or idx[r] with GATHER (final norm over only the rows that need logits).
+// Bindings:  x      (*, H) f32, the residual stream
+//            idx    (R) u32            (GATHER only)
+//            weight (H) f32            norm weights (checkpoints storing w-1 were fixed at load)
+//            y      (R, H) act
+// Grid: (R); one workgroup of WG lanes per row, each lane a strided slice of H.
+#include "lib/common.wgsl"
+
+override WG: u32 = 128;
+#include "lib/reduce.wgsl"
+
+struct Params {
+  R: u32,     // rows
+  H: u32,     // row length (elements)
+  eps: f32,
+}
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+#ifdef GATHER
+@group(0) @binding(2) var<storage, read> idx: array<u32>;
+#endif
+@group(0) @binding(3) var<storage, read> weight: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<act>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = wid.x;
+  let H = params.H;
+#ifdef GATHER
+  let src = idx[r] * H;
+#else
+  let src = r * H;
+#endif
+  var ss = 0.0;
+  for (var k = lid; k < H; k += WG) {
+    let v = x[src + k];
+    ss = fma(v, v, ss);
+  }
+  let total = wg_sum(ss, lid);
+  let inv = inverseSqrt(total / f32(H) + params.eps);
+  for (var k = lid; k < H; k += WG) {
+    y[r * H + k] = act(x[src + k] * inv * weight[k]);
+  }
+}

@@ -1,0 +1,110 @@
+// Per-head Q/K preparation after the fused QKV projection, and the KV-cache write:
+//   q head h:  q[r, h, :] = rope(norm_q(qkv[r, q_h, :]))                        -> q (act)
+//   kv head h: K = rope(norm_k(qkv[r, k_h, :])), V = qkv[r, v_h, :]              -> KV page of (slot, pos)
+// norm (QK_NORM, Qwen3): RMSNorm over head_dim with a shared [head_dim] weight, before RoPE.
+// RoPE, rotate-half ("NeoX") over the first `rot` dims (partial rotary passes the rest through):
+//   pairs (i, i + rot/2), angle = pos · inv_freq[i], both halves scaled by `mscale` (YaRN; 1 otherwise).
+//   inv_freq comes from the host, so default/linear/llama3/yarn scaling are all just a table.
+// Bindings:  rows     (R)                     step rows: pos, slot
+//            qkv      (R, (nq + 2·nkv)·hd) act
+//            inv_freq (rot/2) f32
+//            qn, kn   (hd) f32                (QK_NORM)
+//            pages    (slots, max_pages) u32  page table
+//            kv       (pages, 2, nkv, ps, hd) act   this layer's KV pool: K then V in each page
+//            q        (R, nq·hd) act
+// Grid: (R, nq + nkv); one workgroup per (row, head).
+#include "lib/common.wgsl"
+
+override WG: u32 = 64;
+#include "lib/reduce.wgsl"
+
+struct Params {
+  nq: u32,         // query heads
+  nkv: u32,        // key/value heads
+  hd: u32,         // head dim (elements)
+  rot: u32,        // rotated dims (even, ≤ hd)
+  ps: u32,         // page size (tokens)
+  max_pages: u32,  // page-table row length per slot
+  eps: f32,        // QK norm epsilon
+  mscale: f32,     // RoPE attention factor (YaRN), 1 otherwise
+}
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> rows: array<Row>;
+@group(0) @binding(2) var<storage, read> qkv: array<act>;
+@group(0) @binding(3) var<storage, read> inv_freq: array<f32>;
+#ifdef QK_NORM
+@group(0) @binding(4) var<storage, read> qn: array<f32>;
+@group(0) @binding(5) var<storage, read> kn: array<f32>;
+#endif
+@group(0) @binding(6) var<storage, read> pages: array<u32>;
+@group(0) @binding(7) var<storage, read_write> kv: array<act>;
+@group(0) @binding(8) var<storage, read_write> q: array<act>;
+
+var<workgroup> hv: array<f32, 512>;  // one head (hd ≤ 512)
+
+// cos/sin of an f32 angle, reduced to [-π, π] first (GPU sin/cos are only accurate there).
+fn cos_sin(a: f32) -> vec2<f32> {
+  let k = round(a * 0.15915494309189535);
+  var r = fma(-k, 6.2831854820251465, a);   // f32(2π)
+  r = fma(-k, -1.7484556e-7, r);            // 2π - f32(2π)
+  return vec2<f32>(cos(r), sin(r));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = wid.x;
+  let h = wid.y;
+  let nq = params.nq;
+  let nkv = params.nkv;
+  let hd = params.hd;
+  let width = (nq + 2u * nkv) * hd;
+  let row = rows[r];
+  let is_q = h < nq;
+  let src = r * width + h * hd;  // q heads then k heads: contiguous in qkv
+
+  var ss = 0.0;
+  for (var d = lid; d < hd; d += WG) {
+    let v = f32(qkv[src + d]);
+    hv[d] = v;
+    ss = fma(v, v, ss);
+  }
+#ifdef QK_NORM
+  let inv = inverseSqrt(wg_sum(ss, lid) / f32(hd) + params.eps);
+  for (var d = lid; d < hd; d += WG) {
+    hv[d] = hv[d] * inv * select(kn[d], qn[d], is_q);
+  }
+#endif
+  workgroupBarrier();
+
+  let half = params.rot / 2u;
+  let pos = f32(row.pos);
+  var dst = 0u;
+  var vsrc = 0u;
+  if (is_q) {
+    dst = r * nq * hd + h * hd;
+  } else {
+    let kh = h - nq;
+    let page = pages[row.slot * params.max_pages + row.pos / params.ps];
+    dst = ((page * 2u) * nkv + kh) * params.ps * hd + (row.pos % params.ps) * hd;
+    vsrc = r * width + (nq + nkv + kh) * hd;
+  }
+  for (var d = lid; d < hd; d += WG) {
+    var o = hv[d];
+    if (d < params.rot) {
+      let i = select(d, d - half, d >= half);
+      let cs = cos_sin(pos * inv_freq[i]);
+      if (d < half) {
+        o = hv[d] * cs.x - hv[d + half] * cs.y;
+      } else {
+        o = hv[d] * cs.x + hv[d - half] * cs.y;
+      }
+      o = o * params.mscale;
+    }
+    if (is_q) {
+      q[dst + d] = act(o);
+    } else {
+      kv[dst + d] = act(o);
+      kv[dst + nkv * params.ps * hd + d] = qkv[vsrc + d];  // V lives nkv·ps·hd after K in the page
+    }
+  }
+}
