@@ -34,6 +34,8 @@ export interface EngineOptions {
   logitRows?: number;
   /** Bytes the KV pool may use (default 4 GiB). */
   kvBudget?: number;
+  /** Compile the step kernels at load (default true) so the first request does not pay for it. */
+  warmup?: boolean;
   /** Loading progress: bytes of weights read so far, out of the total. */
   onProgress?: (done: number, total: number) => void;
 }
@@ -142,10 +144,18 @@ export class Engine {
       quantization: q ? `affine ${q.default.bits}-bit g${q.default.groupSize}` : "none (16-bit)",
       weightBytes,
     };
-    return new Engine(
+    const engine = new Engine(
       gpu, info, arch, config, weights, tokenizer, eosIds, kv, slots, acts, invBuf, rt.mscale, contextWindow, maxBatch,
       prefillChunk,
     );
+    if (opts.warmup !== false) await engine.warmup();
+    return engine;
+  }
+
+  /** Builds the plans of a decode step and a final prefill chunk: every kernel variant gets compiled. */
+  async warmup(): Promise<void> {
+    await this.plan({ decode: 1, segments: [], logits: "sampled" });
+    await this.plan({ decode: 0, segments: [{ row0: 0, len: 1, final: true }], logits: "sampled" });
   }
 
   /** The plan for a step layout, built once (bind groups, params) and cached. */

@@ -178,7 +178,8 @@ export class StepGraph {
         size: Math.max(16, this.lrows.length * 4),
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
       });
-      this.res.gpu.device.queue.writeBuffer(this.#lrowsBuf, 0, new Uint32Array(this.lrows));
+      // (Deno panics on a zero-byte writeBuffer.)
+      if (this.lrows.length) this.res.gpu.device.queue.writeBuffer(this.#lrowsBuf, 0, new Uint32Array(this.lrows));
     }
     return this.#lrowsBuf;
   }

@@ -1,7 +1,9 @@
 /**
- * MLX affine quantization on the CPU, bit-for-bit like MLX's own `mx.quantize(w, group_size, bits)` (the
- * `quantize` loop of `mlx/backend/cpu/quantized.cpp`, which the `affine_quantize` fallback in `mlx/ops.cpp`
- * mirrors). Pure functions, no I/O: the converter feeds them one tensor at a time.
+ * MLX affine quantization, operation for operation as MLX's CPU `mx.quantize(w, group_size, bits)` does it
+ * (the `quantize` loop of `mlx/backend/cpu/quantized.cpp`; the `affine_quantize` fallback in `mlx/ops.cpp`
+ * computes the same). Checked against that source, not against an MLX run (none is available here). MLX's
+ * Metal kernel can differ in rare cases: it rounds ties away from zero and starts its max at 0, so an
+ * all-negative group gets max = 0. Pure functions, no I/O: the converter feeds them one tensor at a time.
  *
  * Layout (what the WGSL kernels and MLX read back):
  * - groups of `groupSize` consecutive values along the last (input) axis, one scale and bias per group, and
@@ -10,6 +12,10 @@
  *   bit n is bit n % 32 of U32 word n / 32. For 2/4/8 bits that is "32/bits values per word, element 0 in
  *   the low bits"; for 3/5/6 bits values straddle word boundaries (MLX writes them as 3- or 5-byte packs,
  *   which is the same stream).
+ *
+ * Not every "MLX" checkpoint was made by this algorithm: test/fixtures/qwen3-mlx-4bit used a plain min/max
+ * quantizer (bias = group min, bf16-rounded scale); test/loader/quantize_test.ts shows both and the
+ * difference.
  * @module
  */
 
@@ -39,12 +45,16 @@ function rint(x: number): number {
 }
 
 function checkShape(rows: number, cols: number, bits: number, groupSize: number): void {
-  if (!AFFINE_BITS.includes(bits)) throw new RangeError(`bits ${bits} not supported (${AFFINE_BITS.join(", ")})`);
+  if (!AFFINE_BITS.includes(bits)) {
+    throw new RangeError(`bits ${bits} not supported (${AFFINE_BITS.join(", ")})`);
+  }
   if (!AFFINE_GROUP_SIZES.includes(groupSize)) {
     throw new RangeError(`group size ${groupSize} not supported (${AFFINE_GROUP_SIZES.join(", ")})`);
   }
   if (!Number.isInteger(rows) || rows < 0 || !Number.isInteger(cols) || cols <= 0 || cols % groupSize !== 0) {
-    throw new RangeError(`shape [${rows}, ${cols}]: the last dim must be a positive multiple of ${groupSize}`);
+    throw new RangeError(
+      `shape [${rows}, ${cols}]: the last dim must be a positive multiple of ${groupSize}`,
+    );
   }
 }
 
@@ -69,7 +79,7 @@ export function quantizeAffine(
   if (w.length !== rows * cols) throw new RangeError(`${w.length} values for shape [${rows}, ${cols}]`);
   const nBins = (1 << bits) - 1;
   const nGroups = (rows * cols) / groupSize;
-  const weight = new Uint32Array((rows * cols * bits) / 32);
+  const q = new Uint8Array(rows * cols);
   const scales = new Float32Array(nGroups);
   const biases = new Float32Array(nGroups);
   for (let g = 0; g < nGroups; g++) {
@@ -94,17 +104,28 @@ export function quantizeAffine(
     }
     scales[g] = scale;
     biases[g] = bias;
-    let bit = start * bits;
-    for (let j = 0; j < groupSize; j++, bit += bits) {
-      let q = rint(fround(fround(w[start + j] - bias) / scale));
-      q = q > 0 ? (q < nBins ? q : nBins) : 0; // also maps NaN to 0
-      const word = bit >>> 5;
-      const off = bit & 31;
-      weight[word] |= q << off;
-      if (off + bits > 32) weight[word + 1] |= q >>> (32 - off);
+    for (let j = 0; j < groupSize; j++) {
+      const v = rint(fround(fround(w[start + j] - bias) / scale));
+      q[start + j] = v > 0 ? (v < nBins ? v : nBins) : 0; // also maps NaN to 0
     }
   }
-  return { weight, scales, biases };
+  return { weight: packAffine(q, rows, cols, bits), scales, biases };
+}
+
+/** Packs q values (row-major `[rows, cols]`, each < 2^bits) into `[rows, cols·bits/32]` U32 words. */
+export function packAffine(q: Uint8Array, rows: number, cols: number, bits: number): Uint32Array {
+  if (q.length !== rows * cols || (cols * bits) % 32 !== 0) {
+    throw new RangeError(`${q.length} values for shape [${rows}, ${cols}] at ${bits} bits`);
+  }
+  // Rows are whole words (cols·bits is a multiple of 32), so one stream over the matrix equals per-row streams.
+  const weight = new Uint32Array((rows * cols * bits) / 32);
+  for (let i = 0, bit = 0; i < q.length; i++, bit += bits) {
+    const word = bit >>> 5;
+    const off = bit & 31;
+    weight[word] |= q[i] << off;
+    if (off + bits > 32) weight[word + 1] |= q[i] >>> (32 - off);
+  }
+  return weight;
 }
 
 /** The q values (one per weight, row-major `[rows, cols]`) held in a packed `[rows, cols·bits/32]` matrix. */

@@ -80,6 +80,7 @@ export class Tokenizer {
   }
 
   decode(ids: number[], skipSpecial = true): string {
+    if (ids.length === 0) return "";
     return this.#tok.decode(ids, { skip_special_tokens: skipSpecial });
   }
 

@@ -1,0 +1,39 @@
+/**
+ * Minimal flag parsing for the CLIs (the Deno std library is not installable here): `--name value`,
+ * `--name=value`, boolean `--flag`; unknown flags and bad numbers are errors that name the flag.
+ * @module
+ */
+import { ValidationError } from "../errors.ts";
+
+export type FlagSpec = Record<string, "string" | "number" | "boolean">;
+export type Flags<S extends FlagSpec> = {
+  [K in keyof S]?: S[K] extends "number" ? number : S[K] extends "boolean" ? boolean : string;
+};
+
+export function parseFlags<S extends FlagSpec>(argv: string[], spec: S): Flags<S> & { _: string[] } {
+  const out: Record<string, unknown> = { _: [] as string[] };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith("--")) {
+      (out._ as string[]).push(a);
+      continue;
+    }
+    let [name, value] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    const kind = spec[name];
+    if (!kind) throw new ValidationError(`unknown flag --${name} (known: ${Object.keys(spec).map((k) => `--${k}`).join(", ")})`, name);
+    if (kind === "boolean") {
+      out[name] = value === undefined ? true : value !== "false";
+      continue;
+    }
+    if (value === undefined) {
+      if (i + 1 >= argv.length) throw new ValidationError(`--${name} needs a value`, name);
+      value = argv[++i];
+    }
+    if (kind === "number") {
+      const n = Number(value);
+      if (!Number.isFinite(n)) throw new ValidationError(`--${name} expects a number, got "${value}"`, name);
+      out[name] = n;
+    } else out[name] = value;
+  }
+  return out as Flags<S> & { _: string[] };
+}

@@ -1,0 +1,94 @@
+/**
+ * `deno task generate`: stream a completion from a model folder.
+ *   --model DIR (default: the bundled model)  --prompt TEXT | --prompt-file F  [--chat] [--max-tokens N]
+ *   [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]
+ *   [--context-window N] [--prefill-chunk N] [--f32]
+ * Text goes to stdout as it is generated, a stats line to stderr; --json prints one object instead.
+ * @module
+ */
+import { Engine } from "../engine/engine.ts";
+import { Scheduler } from "../engine/scheduler.ts";
+import { FlintError, ValidationError } from "../errors.ts";
+import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
+import { parseFlags } from "./args.ts";
+
+const SPEC = {
+  model: "string", prompt: "string", "prompt-file": "string", chat: "boolean", "max-tokens": "number",
+  temp: "number", "top-p": "number", "top-k": "number", "min-p": "number", seed: "number", stop: "string",
+  json: "boolean", "context-window": "number", "prefill-chunk": "number", f32: "boolean",
+  "steps-per-submit": "number", help: "boolean",
+} as const;
+
+export async function main(argv: string[]): Promise<number> {
+  const f = parseFlags(argv, SPEC);
+  if (f.help) {
+    console.log("usage: deno task generate [--model DIR] --prompt TEXT|--prompt-file F [--chat] [--max-tokens N] [--temp T] [--top-p P] [--top-k K] [--seed S] [--json]");
+    return 0;
+  }
+  let prompt = f.prompt;
+  if (f["prompt-file"] !== undefined) {
+    if (prompt !== undefined) throw new ValidationError("give --prompt or --prompt-file, not both", "prompt");
+    try {
+      prompt = await Deno.readTextFile(f["prompt-file"]);
+    } catch (e) {
+      throw new ValidationError(`--prompt-file ${f["prompt-file"]}: ${(e as Error).message}`, "prompt-file");
+    }
+  }
+  if (prompt === undefined) throw new ValidationError("missing --prompt TEXT or --prompt-file F", "prompt");
+  const maxTokens = f["max-tokens"] ?? 256;
+  const engine = await Engine.load(new DiskModelSource(f.model ?? DEFAULT_MODEL_DIR), {
+    gpuOptions: { f16: !f.f32 },
+    maxBatch: 1,
+    contextWindow: f["context-window"],
+    prefillChunk: f["prefill-chunk"],
+  });
+  const tok = engine.tokenizer;
+  if (!tok) throw new ValidationError(`${f.model}: no tokenizer.json, cannot generate text`, "model");
+  const text = f.chat ? tok.applyChatTemplate([{ role: "user", content: prompt }]) : prompt;
+  const ids = tok.encode(text);
+  const sched = new Scheduler(engine, { stepsPerSubmit: f["steps-per-submit"] });
+  const gen = sched.submit({
+    prompt: ids,
+    maxTokens: Math.min(maxTokens, engine.contextWindow - ids.length),
+    sampling: {
+      temperature: f.temp ?? 0, topK: f["top-k"] ?? 0, topP: f["top-p"] ?? 1, minP: f["min-p"] ?? 0, seed: f.seed ?? 0,
+    },
+    stop: f.stop !== undefined ? [f.stop] : [],
+  });
+  const enc = new TextEncoder();
+  if (!f.json) for await (const c of gen.chunks()) await Deno.stdout.write(enc.encode(c.text));
+  const r = await gen.result;
+  if (r.error) throw r.error;
+  if (f.json) {
+    console.log(JSON.stringify({
+      model: engine.info.name, adapter: engine.gpu.info.adapter, token_ids: r.tokenIds, text: r.text,
+      finish_reason: r.finishReason, prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens,
+      ttft_ms: round(r.ttftMs), prefill_tps: round(r.prefillTps), decode_tps: round(r.decodeTps),
+    }));
+  } else {
+    console.error(
+      `\n[${engine.info.name} on ${engine.gpu.info.adapter}] prompt ${r.promptTokens} tokens, ` +
+        `ttft ${round(r.ttftMs)} ms, prefill ${round(r.prefillTps)} tok/s, ` +
+        `decode ${round(r.decodeTps)} tok/s (${r.completionTokens} tokens, ${r.finishReason})`,
+    );
+  }
+  await sched.close();
+  engine.destroy();
+  return 0;
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (e) {
+    if (e instanceof FlintError) {
+      console.error(`error: ${e.message}`);
+      Deno.exit(e instanceof ValidationError ? 2 : 1);
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,436 @@
+/**
+ * The one owner of the GPU. Requests become sequences; each loop turn builds a *group*: one prefill chunk
+ * (with every decoding sequence riding along as a decode row) or K decode steps for all decoding sequences.
+ * A group is one submit followed by a copy of the new token ids into a staging buffer; groups are read back
+ * with a lag (see #run), so the GPU never waits for the CPU between tokens. After read-back the
+ * CPU detokenizes, finds EOS and stop strings, and discards what the GPU overshot.
+ * @module
+ */
+import { CapacityError, ContextWindowError, ValidationError } from "../errors.ts";
+import { StagingBuffer } from "../gpu/readback.ts";
+import type { StreamDecoder } from "../loader/tokenizer.ts";
+import type { Engine } from "./engine.ts";
+import { GREEDY, type SamplingParams } from "./slots.ts";
+import type { StepLayout } from "./step.ts";
+import { StopMatcher } from "./stop.ts";
+
+export interface GenerateRequest {
+  /** Prompt token ids (at least one). */
+  prompt: number[];
+  /** New tokens at most. */
+  maxTokens: number;
+  sampling?: SamplingParams;
+  stop?: string[];
+  signal?: AbortSignal;
+}
+
+export type FinishReason = "stop" | "length" | "cancelled" | "error";
+
+export interface GenerationResult {
+  tokenIds: number[];
+  text: string;
+  finishReason: FinishReason;
+  /** The stop string that ended generation, if any. */
+  stopSequence: string | null;
+  promptTokens: number;
+  /** Sampled tokens, including a final EOS. */
+  completionTokens: number;
+  ttftMs: number;
+  prefillTps: number;
+  decodeTps: number;
+  totalMs: number;
+  error?: Error;
+}
+
+export interface TokenChunk {
+  ids: number[];
+  text: string;
+}
+
+export type SchedulerEvent =
+  | { type: "start"; id: number; promptTokens: number }
+  | { type: "prefill"; id: number; processed: number; total: number }
+  | { type: "finish"; id: number; reason: FinishReason; completionTokens: number; ttftMs: number };
+
+export interface SchedulerOptions {
+  /** Decode steps encoded into one submit (default 16). 1 gives the one-step-at-a-time loop. */
+  stepsPerSubmit?: number;
+}
+
+/** A running request: stream its text with `chunks`, or await `result`. */
+export class Generation {
+  readonly result: Promise<GenerationResult>;
+  #resolve!: (r: GenerationResult) => void;
+  #pending: TokenChunk[] = [];
+  #wake: (() => void) | null = null;
+  #closed = false;
+
+  constructor(readonly id: number) {
+    this.result = new Promise((r) => (this.#resolve = r));
+  }
+
+  /** Text and ids as they are read back (never half a UTF-8 character, never part of a stop string). */
+  async *chunks(): AsyncGenerator<TokenChunk> {
+    while (true) {
+      if (this.#pending.length) {
+        yield this.#pending.shift()!;
+        continue;
+      }
+      if (this.#closed) return;
+      await new Promise<void>((r) => (this.#wake = r));
+    }
+  }
+
+  /** @internal */
+  push(c: TokenChunk): void {
+    this.#pending.push(c);
+    this.#wake?.();
+  }
+  /** @internal */
+  close(r: GenerationResult): void {
+    this.#closed = true;
+    this.#wake?.();
+    this.#resolve(r);
+  }
+}
+
+class Seq {
+  slot = -1;
+  pages: number[] = [];
+  limit = 0; // last position a generated token may take
+  prefilled = 0;
+  encPos = -1; // slot.pos once all submitted work has run (CPU prediction, an upper bound)
+  readPos = -1; // last position whose token has been processed
+  phase: "queued" | "prefill" | "decode" | "finished" = "queued";
+  ids: number[] = [];
+  text = "";
+  sampled = 0;
+  decoder: StreamDecoder | null = null;
+  stopper: StopMatcher;
+  stopSeq: string | null = null;
+  tStart = performance.now();
+  tFirst = 0;
+  tLast = 0;
+  constructor(readonly id: number, readonly req: GenerateRequest, readonly gen: Generation) {
+    this.stopper = new StopMatcher(req.stop ?? []);
+  }
+}
+
+interface Group {
+  ranges: { seq: Seq; start: number; len: number }[];
+  prefill: { seq: Seq; processed: number } | null;
+  staging: StagingBuffer;
+  bytes: number;
+  /** It holds the first generated token of some sequence. */
+  firstToken: boolean;
+  /** Encoded, not yet submitted. */
+  commands: GPUCommandBuffer | null;
+  /** The read-back, once mapped. */
+  done: Promise<ArrayBuffer> | null;
+}
+
+export class Scheduler {
+  readonly listeners = new Set<(e: SchedulerEvent) => void>();
+  readonly stepsPerSubmit: number;
+  #queue: Seq[] = [];
+  #active: Seq[] = [];
+  #pool: StagingBuffer[] = [];
+  #nextId = 1;
+  #wake: (() => void) | null = null;
+  #loop: Promise<void> | null = null;
+  #closed = false;
+
+  constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
+    this.stepsPerSubmit = opts.stepsPerSubmit ?? 16;
+  }
+
+  /** Sequences waiting for a slot, and running. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+  get running(): number {
+    return this.#active.length;
+  }
+
+  /** Starts a request. Throws ContextWindowError/ValidationError at once when it cannot run. */
+  submit(req: GenerateRequest): Generation {
+    if (!req.prompt.length) throw new ValidationError("the prompt is empty", "prompt");
+    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new ValidationError("max_tokens must be a positive integer", "max_tokens");
+    const ctx = this.engine.contextWindow;
+    if (req.prompt.length + req.maxTokens > ctx) throw new ContextWindowError(req.prompt.length, req.maxTokens, ctx);
+    const vocab = this.engine.config.dims.vocab;
+    if (req.prompt.some((t) => !Number.isInteger(t) || t < 0 || t >= vocab)) {
+      throw new ValidationError(`prompt token ids must be integers in [0, ${vocab})`, "prompt");
+    }
+    const id = this.#nextId++;
+    const gen = new Generation(id);
+    const seq = new Seq(id, req, gen);
+    if (this.engine.tokenizer) seq.decoder = this.engine.tokenizer.stream();
+    this.#queue.push(seq);
+    req.signal?.addEventListener("abort", () => this.#kick(), { once: true });
+    this.#emit({ type: "start", id, promptTokens: req.prompt.length });
+    this.#kick();
+    return gen;
+  }
+
+  /** Stops accepting work once idle. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#kick();
+    await this.#loop;
+    for (const s of this.#pool) s.destroy();
+  }
+
+  #emit(e: SchedulerEvent): void {
+    for (const l of this.listeners) l(e);
+  }
+
+  #kick(): void {
+    if (!this.#loop) this.#loop = this.#run().finally(() => (this.#loop = null));
+    this.#wake?.();
+  }
+
+  /**
+   * Under Deno, `mapAsync()` blocks the JS thread until the GPU is idle and resolves ~10 ms later. So each
+   * turn encodes the next group first, then maps the previous one (the sync point), submits the encoded
+   * group at once (a bubble of microseconds), and only then awaits read-backs that are already due.
+   */
+  async #run(): Promise<void> {
+    let prev: Group | null = null; // submitted, not yet mapped
+    const mapped: Group[] = []; // mapped, read-back pending
+    while (true) {
+      try {
+        this.#reap();
+        this.#admit();
+        const next = await this.#build();
+        if (prev) {
+          prev.done = prev.staging.read(prev.bytes);
+          mapped.push(prev);
+          prev = null;
+        }
+        if (next) {
+          this.engine.gpu.device.queue.submit([next.commands!]);
+          next.commands = null;
+          prev = next;
+        }
+        // Keep one read-back in flight while the GPU has work; drain everything when it has none. A group
+        // carrying a first token is read at once (time to first token), the GPU still busy with `prev`.
+        while (mapped.length > (prev ? 1 : 0) || mapped[0]?.firstToken) await this.#retire(mapped.shift()!);
+        if (!next && !prev) {
+          if (this.#closed || (!this.#queue.length && !this.#active.length)) return;
+          await new Promise<void>((r) => (this.#wake = r));
+          this.#wake = null;
+        }
+      } catch (e) {
+        console.error("[flint] scheduler error:", e);
+        for (const s of [...this.#active, ...this.#queue]) this.#finish(s, "error", e as Error);
+        prev = null;
+        mapped.length = 0;
+      }
+    }
+  }
+
+  /** Cancelled sequences end now; their in-flight results are ignored. */
+  #reap(): void {
+    for (const s of [...this.#queue, ...this.#active]) if (s.req.signal?.aborted) this.#finish(s, "cancelled");
+  }
+
+  #admit(): void {
+    const { slots, kv } = this.engine;
+    while (this.#queue.length && slots.free > 0) {
+      const s = this.#queue[0];
+      const need = kv.pagesFor(s.req.prompt.length + 1);
+      if (need > kv.freePages) {
+        if (!this.#active.length) this.#finish(s, "error", new CapacityError("the KV cache cannot hold this prompt"));
+        break;
+      }
+      this.#queue.shift();
+      s.slot = slots.acquire()!;
+      s.limit = s.req.prompt.length + s.req.maxTokens - 1;
+      slots.start(s.slot, s.req.prompt, s.limit, s.req.sampling ?? GREEDY);
+      s.phase = "prefill";
+      this.#active.push(s);
+    }
+  }
+
+  /** Encodes (without submitting) the next group, or returns null when there is nothing to run. */
+  async #build(): Promise<Group | null> {
+    const eng = this.engine;
+    let decoding: Seq[];
+    let pre: Seq | undefined;
+    let steps: number;
+    let chunk = 0;
+    // Pages for everything the group can write (a finished row keeps rewriting its last position ≤ limit);
+    // a sequence the pool cannot grow ends with "length" and the group is planned again without it.
+    for (;;) {
+      decoding = this.#active.filter((s) => s.phase === "decode" && s.encPos < s.limit);
+      pre = this.#active.find((s) => s.phase === "prefill");
+      if (!pre && !decoding.length) return null;
+      steps = pre ? 1 : Math.min(this.stepsPerSubmit, Math.max(...decoding.map((s) => s.limit - s.encPos)));
+      chunk = pre ? Math.min(eng.prefillChunk, pre.req.prompt.length - pre.prefilled) : 0;
+      const short = decoding.find((s) => !this.#grow(s, Math.min(s.encPos + steps, s.limit)));
+      if (short) {
+        this.#finish(short, "length");
+        continue;
+      }
+      if (pre && !this.#grow(pre, pre.prefilled + chunk)) {
+        this.#finish(pre, "error", new CapacityError("KV cache full during prefill"));
+        continue;
+      }
+      break;
+    }
+    const D = decoding.length;
+    const rows: number[] = [];
+    for (const s of decoding) rows.push(0, 0, s.slot, 1);
+    let layout: StepLayout;
+    if (pre) {
+      const final = pre.prefilled + chunk === pre.req.prompt.length;
+      layout = { decode: D, segments: [{ row0: D, len: chunk, final }], logits: "sampled" };
+      for (let i = 0; i < chunk; i++) rows.push(pre.req.prompt[pre.prefilled + i], pre.prefilled + i, pre.slot, 0);
+    } else {
+      layout = { decode: D, segments: [], logits: "sampled" };
+    }
+    const plan = await eng.plan(layout);
+    eng.writeRows(new Uint32Array(rows));
+
+    const enc = eng.gpu.device.createCommandEncoder({ label: "group" });
+    const decodeLen = D ? Math.max(...decoding.map((s) => s.encPos + 1)) : 0;
+    for (let i = 0; i < steps; i++) {
+      eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0));
+    }
+    const ranges: Group["ranges"] = [];
+    for (const s of decoding) {
+      const start = s.encPos + 1;
+      const len = Math.min(s.encPos + steps, s.limit) - s.encPos;
+      ranges.push({ seq: s, start, len });
+      s.encPos += len;
+    }
+    let prefill: Group["prefill"] = null;
+    if (pre) {
+      pre.prefilled += chunk;
+      prefill = { seq: pre, processed: pre.prefilled };
+      if (pre.prefilled === pre.req.prompt.length) {
+        pre.phase = "decode";
+        pre.encPos = pre.prefilled;
+        ranges.push({ seq: pre, start: pre.prefilled, len: 1 });
+      }
+    }
+    const slotBytes = eng.slots.count * 16;
+    const bytes = slotBytes + ranges.reduce((a, r) => a + r.len * 4, 0);
+    const staging = this.#staging(bytes);
+    enc.copyBufferToBuffer(eng.slots.slots, 0, staging.buffer, 0, slotBytes);
+    let off = slotBytes;
+    for (const r of ranges) {
+      enc.copyBufferToBuffer(eng.slots.hist, (r.seq.slot * eng.slots.ctx + r.start) * 4, staging.buffer, off, r.len * 4);
+      off += r.len * 4;
+    }
+    const firstToken = !!pre && pre.phase === "decode";
+    return { ranges, prefill, staging, bytes, firstToken, commands: enc.finish(), done: null };
+  }
+
+  /** Grows a sequence's pages to cover position `upto`; false when the pool is exhausted. */
+  #grow(s: Seq, upto: number): boolean {
+    try {
+      this.engine.kv.ensure(s.slot, s.pages, upto);
+      return true;
+    } catch (e) {
+      if (e instanceof CapacityError) return false;
+      throw e;
+    }
+  }
+
+  #staging(bytes: number): StagingBuffer {
+    const i = this.#pool.findIndex((s) => s.size >= bytes);
+    if (i >= 0) return this.#pool.splice(i, 1)[0];
+    return new StagingBuffer(this.engine.gpu, Math.max(bytes, 4096));
+  }
+
+  async #retire(g: Group): Promise<void> {
+    const data = new Uint32Array(await g.done!);
+    this.#pool.push(g.staging);
+    const now = performance.now();
+    if (g.prefill && g.prefill.seq.phase !== "finished") {
+      const s = g.prefill.seq;
+      this.#emit({ type: "prefill", id: s.id, processed: g.prefill.processed, total: s.req.prompt.length });
+    }
+    let off = this.engine.slots.count * 4;
+    for (const r of g.ranges) {
+      const s = r.seq;
+      const words = data.subarray(off, off + r.len);
+      off += r.len;
+      if (s.phase === "finished") continue;
+      const gpuPos = data[s.slot * 4];
+      const out: number[] = [];
+      let text = "";
+      let reason: FinishReason | null = null;
+      for (let p = r.start; p < r.start + r.len && p <= gpuPos; p++) {
+        if (p <= s.readPos) continue;
+        s.readPos = p;
+        const tok = words[p - r.start];
+        s.sampled++;
+        if (!s.tFirst) s.tFirst = now;
+        s.tLast = now;
+        if (this.engine.eosIds.includes(tok)) {
+          reason = "stop";
+          break;
+        }
+        s.ids.push(tok);
+        out.push(tok);
+        const piece = s.decoder ? s.decoder.push(tok) : "";
+        const st = s.stopper.push(piece);
+        text += st.emit;
+        if (st.stopped !== null) {
+          reason = "stop";
+          s.stopSeq = st.stopped;
+          break;
+        }
+        if (s.sampled >= s.req.maxTokens) {
+          reason = "length";
+          break;
+        }
+      }
+      if (out.length || text) {
+        s.text += text;
+        s.gen.push({ ids: out, text });
+      }
+      if (reason) this.#finish(s, reason);
+    }
+  }
+
+  #finish(s: Seq, reason: FinishReason, error?: Error): void {
+    if (s.phase === "finished") return;
+    if (reason !== "stop" || !s.stopSeq) {
+      // Release text held back for a possible stop string or an incomplete character.
+      const tail = (s.decoder ? s.stopper.push(s.decoder.flush()).emit : "") + s.stopper.flush();
+      if (tail && reason !== "cancelled" && reason !== "error") {
+        s.text += tail;
+        s.gen.push({ ids: [], text: tail });
+      }
+    }
+    const wasActive = s.phase !== "queued";
+    s.phase = "finished";
+    this.#queue = this.#queue.filter((x) => x !== s);
+    this.#active = this.#active.filter((x) => x !== s);
+    if (wasActive && s.slot >= 0) {
+      this.engine.kv.release(s.pages);
+      this.engine.slots.release(s.slot);
+    }
+    const end = s.tLast || performance.now();
+    const ttft = s.tFirst ? s.tFirst - s.tStart : 0;
+    const result: GenerationResult = {
+      tokenIds: s.ids,
+      text: s.text,
+      finishReason: reason,
+      stopSequence: s.stopSeq,
+      promptTokens: s.req.prompt.length,
+      completionTokens: s.sampled,
+      ttftMs: ttft,
+      prefillTps: ttft ? s.req.prompt.length / (ttft / 1000) : 0,
+      decodeTps: s.sampled > 1 && end > s.tFirst ? (s.sampled - 1) / ((end - s.tFirst) / 1000) : 0,
+      totalMs: end - s.tStart,
+      error,
+    };
+    this.#emit({ type: "finish", id: s.id, reason, completionTokens: s.sampled, ttftMs: ttft });
+    s.gen.close(result);
+  }
+}

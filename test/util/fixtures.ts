@@ -1,0 +1,26 @@
+/** Test fixtures: paths and golden tensors. */
+import { DiskModelSource } from "../../src/platform/deno.ts";
+import { readHeader, readTensorBytes } from "../../src/loader/safetensors.ts";
+
+export const ROOT = new URL("../../", import.meta.url).pathname;
+export const FIXTURES = `${ROOT}test/fixtures`;
+export const DEFAULT_MODEL = `${ROOT}models/flint-coder-19m-mlx-4bit`;
+
+/** The tensors of a fixture's golden.safetensors: input_ids, logits, greedy_ids (when present). */
+export async function readGolden(dir: string): Promise<{ inputIds: number[]; logits: Float32Array; greedyIds: number[] | null }> {
+  const src = new DiskModelSource(dir);
+  const h = await readHeader(src, "golden.safetensors");
+  const get = async (n: string) => {
+    const t = h.tensors.get(n);
+    return t ? (await readTensorBytes(src, t)).slice().buffer : null;
+  };
+  const ids = await get("input_ids");
+  const logits = await get("logits");
+  const greedy = await get("greedy_ids");
+  src.close();
+  return {
+    inputIds: [...new Int32Array(ids!)],
+    logits: new Float32Array(logits!),
+    greedyIds: greedy ? [...new Int32Array(greedy)] : null,
+  };
+}
