@@ -10,7 +10,7 @@ import { readBuffer } from "../gpu/readback.ts";
 import { ConfigReader, readEos, ropeTables } from "../loader/config.ts";
 import { readTensorIndex } from "../loader/safetensors.ts";
 import { Tokenizer } from "../loader/tokenizer.ts";
-import { WeightLoader } from "../loader/weights.ts";
+import { WeightLoader, type WeightSource } from "../loader/weights.ts";
 import type { ArchConfig, Architecture } from "../models/model.ts";
 import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
@@ -36,6 +36,11 @@ export interface EngineOptions {
   kvBudget?: number;
   /** Compile the step kernels at load (default true) so the first request does not pay for it. */
   warmup?: boolean;
+  /**
+   * Where weights come from instead of the folder's safetensors (the benchmark's synthetic weights).
+   * The folder still provides config.json and the tokenizer.
+   */
+  weightSource?: (gpu: Gpu, config: ArchConfig) => WeightSource | Promise<WeightSource>;
   /** Loading progress: bytes of weights read so far, out of the total. */
   onProgress?: (done: number, total: number) => void;
 }
@@ -95,10 +100,14 @@ export class Engine {
     }
     const eosIds = readEos(json, generation);
     const tokenizer = files.includes("tokenizer.json") ? await Tokenizer.load(source) : null;
-    const index = await readTensorIndex(source);
     const gpu = opts.gpu ?? await Gpu.create(opts.gpuOptions);
-    const totalBytes = [...index.tensors.values()].reduce((a, t) => a + t.byteLength, 0);
-    const loader = new WeightLoader(gpu, source, index, config.quant, (b) => opts.onProgress?.(b, totalBytes));
+    let loader: WeightSource;
+    if (opts.weightSource) loader = await opts.weightSource(gpu, config);
+    else {
+      const index = await readTensorIndex(source);
+      const totalBytes = [...index.tensors.values()].reduce((a, t) => a + t.byteLength, 0);
+      loader = new WeightLoader(gpu, source, index, config.quant, (b) => opts.onProgress?.(b, totalBytes));
+    }
     const before = gpu.memory.bytes("weights");
     const weights = await arch.loadWeights(loader, config);
     const weightBytes = gpu.memory.bytes("weights") - before;

@@ -21,7 +21,19 @@ export interface LinearGroup {
 
 const STAGING = 32 * 1024 * 1024;
 
-export class WeightLoader {
+/**
+ * What architecture files load weights through. `WeightLoader` streams them from a checkpoint; the
+ * benchmark's synthetic weights implement the same methods with random data made on the GPU.
+ */
+export interface WeightSource {
+  has(name: string): boolean;
+  linear(path: string, N: number, K: number): Promise<Linear>;
+  group(paths: string[], Ns: number[], K: number): Promise<LinearGroup>;
+  vector(name: string, n: number, opts?: { plusOne?: boolean }): Promise<GPUBuffer>;
+  uploadF32(label: string, v: Float32Array): GPUBuffer;
+}
+
+export class WeightLoader implements WeightSource {
   #staging = new Uint8Array(STAGING);
   #sinceFlush = 0;
   /** Bytes read from disk so far (progress reporting). */

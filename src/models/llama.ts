@@ -8,7 +8,7 @@
  */
 import { LoaderError } from "../errors.ts";
 import { type ConfigReader, readQuant, readRope } from "../loader/config.ts";
-import type { LinearGroup, WeightLoader } from "../loader/weights.ts";
+import type { LinearGroup, WeightSource } from "../loader/weights.ts";
 import type { Linear } from "../ops/linear.ts";
 import type { StepGraph } from "../engine/step.ts";
 import type { ArchConfig, Architecture } from "./model.ts";
@@ -68,7 +68,7 @@ export function parseDecoderConfig(
   };
 }
 
-export async function loadDecoder(l: WeightLoader, c: DecoderConfig): Promise<DecoderWeights> {
+export async function loadDecoder(l: WeightSource, c: DecoderConfig): Promise<DecoderWeights> {
   const d = c.dims;
   const H = d.hidden;
   const embed_tokens = await l.linear("model.embed_tokens", d.vocab, H);

@@ -5,7 +5,7 @@
  * @module
  */
 import type { ConfigReader, QuantConfig, RopeConfig } from "../loader/config.ts";
-import type { WeightLoader } from "../loader/weights.ts";
+import type { WeightSource } from "../loader/weights.ts";
 import type { Dims } from "../engine/resources.ts";
 import type { StepGraph } from "../engine/step.ts";
 
@@ -20,6 +20,6 @@ export interface ArchConfig {
 export interface Architecture<C extends ArchConfig = ArchConfig, W = unknown> {
   modelType: string;
   parseConfig(c: ConfigReader): C;
-  loadWeights(l: WeightLoader, c: C): Promise<W>;
+  loadWeights(l: WeightSource, c: C): Promise<W>;
   forward(g: StepGraph, w: W, c: C): Promise<void>;
 }
