@@ -79,3 +79,37 @@ export class CancelledError extends FlintError {
   override readonly status = 499;
   override readonly code = "cancelled";
 }
+
+/** A route, model or model folder that does not exist. */
+export class NotFoundError extends FlintError {
+  override readonly status = 404;
+  override readonly code: string = "not_found";
+  constructor(message: string, code = "not_found") {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** A missing or wrong API key. */
+export class AuthenticationError extends FlintError {
+  override readonly status = 401;
+  override readonly code = "invalid_api_key";
+}
+
+/** Allowed caller, forbidden target (a model path outside the models directory). */
+export class PermissionError extends FlintError {
+  override readonly status = 403;
+  override readonly code = "permission_denied";
+}
+
+/** The request conflicts with work in progress (a model swap is already running). */
+export class ConflictError extends FlintError {
+  override readonly status = 409;
+  override readonly code = "conflict";
+}
+
+/** The request body is over the server's size limit. */
+export class PayloadTooLargeError extends FlintError {
+  override readonly status = 413;
+  override readonly code = "request_too_large";
+}

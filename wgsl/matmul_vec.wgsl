@@ -8,21 +8,23 @@
 //   quantized: w = scale·q + bias per group of GS values along K (scales/biases 16-bit, SCALE_F16 or bf16)
 // Epilogue (define): OUT_F32 → y f32;  ADD → y f32 and y += result (the residual add);  else y act.
 //                    BIAS → + bias[n] (f32).
-// Bindings:  x      (rows, K) act, read as vec4
+// Bindings:  x      (rows, K) act
 //            w      (N, K·BITS/32) u32 | (N, K/2) u32
 //            scales, biases (N, K/GS) 16-bit packed in u32 (quantized formats)
 //            bias   (N) f32 (BIAS)
 //            y      (rows, ldy) act | f32
 // Grid: ceil(N / (WG/T)) workgroups, folded 2-D. A team of T lanes computes one column n for all M rows:
-// lanes take K-units round-robin, then the team sums its lanes in a fixed tree. Rows go in blocks of MB
-// so one weight load feeds MB rows; row m's arithmetic never depends on M (batch invariance).
+// lane t takes K-units t, t+T, ... with U units in flight, then the team sums its lanes (subgroup shuffles
+// when TEAM_SUBGROUP, else a workgroup-memory tree), in a fixed order. Rows go in blocks of MB (1 or 4) so
+// one weight load feeds MB rows; row m's arithmetic never depends on M (batch invariance).
 #include "lib/common.wgsl"
 
 override WG: u32 = 128;
-override T: u32 = 32;       // lanes per output column, power of two dividing WG
+override T: u32 = 8;         // lanes per output column, power of two dividing WG (≤ subgroup size with TEAM_SUBGROUP)
 override BITS: u32 = 4;
 override GS: u32 = 64;
-const MB: u32 = 4u;
+const MB: u32 = {{MB}}u;     // rows per block
+const U: u32 = {{U}}u;       // units in flight per lane
 
 struct Params {
   M: u32,      // rows
@@ -33,7 +35,11 @@ struct Params {
   n_off: u32,  // column of y where this weight's output starts (elements)
 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<act4>;
+#ifdef F16
+@group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;   // 8 halves per load
+#else
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+#endif
 #ifdef QGEN
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 #else
@@ -57,7 +63,9 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
+#ifndef TEAM_SUBGROUP
 var<workgroup> tred: array<vec4<f32>, WG>;
+#endif
 
 fn half_at(word: u32, idx: u32) -> f32 {
 #ifdef SCALE_F16
@@ -67,14 +75,26 @@ fn half_at(word: u32, idx: u32) -> f32 {
 #endif
 }
 
-fn nib4(wd: u32, sh: u32) -> vec4<f32> {
-  return vec4<f32>(f32((wd >> sh) & 15u), f32((wd >> (sh + 4u)) & 15u),
-                   f32((wd >> (sh + 8u)) & 15u), f32((wd >> (sh + 12u)) & 15u));
+// 8 consecutive x values starting at element e (e a multiple of 8) as two vec4<f32>.
+fn x8(e: u32) -> array<vec4<f32>, 2> {
+#ifdef F16
+  let v = x[e / 8u];
+  return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)),
+                             vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+#else
+  return array<vec4<f32>, 2>(x[e / 4u], x[e / 4u + 1u]);
+#endif
+}
+
+fn nib8(wd: u32) -> array<vec4<f32>, 2> {
+  let lo = vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u);
+  let hi = vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u);
+  return array<vec4<f32>, 2>(vec4<f32>(lo), vec4<f32>(hi));
 }
 fn byte4(wd: u32) -> vec4<f32> {
-  return vec4<f32>(f32(wd & 255u), f32((wd >> 8u) & 255u), f32((wd >> 16u) & 255u), f32(wd >> 24u));
+  return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u));
 }
-fn f16x4(a: u32, b: u32) -> vec4<f32> {
+fn half4(a: u32, b: u32) -> vec4<f32> {
 #ifdef WF16
   return vec4<f32>(unpack2x16float(a), unpack2x16float(b));
 #else
@@ -91,7 +111,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let n = wg_linear(wid, nwg) * teams + team;
   let nn = min(n, params.N - 1u);  // out-of-range teams compute a valid column and drop it
   let K = params.K;
-  let K4 = K / 4u;                 // x row length in vec4
 #ifdef QUANT
   let units = K / 32u;
   let gpr = K / GS;                // groups per row
@@ -99,97 +118,108 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let units = K / 8u;
 #endif
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
-    var acc = vec4<f32>(0.0);
-    // x rows of this block, clamped so loads stay in range; clamped rows are never written.
-    var xr: array<u32, MB>;
-    for (var j = 0u; j < MB; j++) { xr[j] = (params.row0 + min(m0 + j, params.M - 1u)) * K4; }
-    for (var u = lane; u < units; u += T) {
-#ifdef QUANT
-      let gi = nn * gpr + (u * 32u) / GS;
-      let s = half_at(scales[gi >> 1u], gi);
-      let b = half_at(biases[gi >> 1u], gi);
-#endif
-#ifdef Q4
-      let q = w[nn * units + u];                       // 32 nibbles
-      for (var j = 0u; j < MB; j++) {
-        let xb = xr[j] + u * 8u;
-        var dq = 0.0;
-        var sx = vec4<f32>(0.0);
-        for (var c = 0u; c < 4u; c++) {
-          let x0 = vec4<f32>(x[xb + 2u * c]);
-          let x1 = vec4<f32>(x[xb + 2u * c + 1u]);
-          dq += dot(nib4(q[c], 0u), x0) + dot(nib4(q[c], 16u), x1);
-          sx += x0 + x1;
-        }
-        acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
+    var acc: array<f32, MB>;
+    var xr: array<u32, MB>;        // element offset of each row of the block (clamped: never written)
+    for (var j = 0u; j < MB; j++) {
+      acc[j] = 0.0;
+      xr[j] = (params.row0 + min(m0 + j, params.M - 1u)) * K;
+    }
+    for (var u0 = lane; u0 < units; u0 += T * U) {
+      // Issue all U weight loads before using any of them: bytes in flight hide memory latency.
+#ifdef QGEN
+      var wq: array<array<u32, 8>, U>;
+      for (var i = 0u; i < U; i++) {
+        let u = min(u0 + i * T, units - 1u);
+        for (var c = 0u; c < BITS; c++) { wq[i][c] = w[(nn * units + u) * BITS + c]; }
       }
 #elif Q8
-      let q0 = w[(nn * units + u) * 2u];
-      let q1 = w[(nn * units + u) * 2u + 1u];
-      for (var j = 0u; j < MB; j++) {
-        let xb = xr[j] + u * 8u;
-        var dq = 0.0;
-        var sx = vec4<f32>(0.0);
-        for (var c = 0u; c < 4u; c++) {
-          let x0 = vec4<f32>(x[xb + c]);
-          let x1 = vec4<f32>(x[xb + 4u + c]);
-          dq += dot(byte4(q0[c]), x0) + dot(byte4(q1[c]), x1);
-          sx += x0 + x1;
-        }
-        acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
-      }
-#elif QGEN
-      let wb = (nn * units + u) * BITS;                // a 32-value unit is exactly BITS words
-      var qv: array<f32, 32>;
-      for (var e = 0u; e < 32u; e++) {
-        let bit = e * BITS;
-        let sh = bit & 31u;
-        var v = w[wb + (bit >> 5u)] >> sh;
-        if (sh + BITS > 32u) { v = v | (w[wb + (bit >> 5u) + 1u] << (32u - sh)); }
-        qv[e] = f32(v & ((1u << BITS) - 1u));
-      }
-      for (var j = 0u; j < MB; j++) {
-        let xb = xr[j] + u * 8u;
-        var dq = 0.0;
-        var sx = vec4<f32>(0.0);
-        for (var c = 0u; c < 8u; c++) {
-          let xv = vec4<f32>(x[xb + c]);
-          dq += dot(vec4<f32>(qv[4u * c], qv[4u * c + 1u], qv[4u * c + 2u], qv[4u * c + 3u]), xv);
-          sx += xv;
-        }
-        acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
+      var wq: array<array<vec4<u32>, 2>, U>;
+      for (var i = 0u; i < U; i++) {
+        let u = min(u0 + i * T, units - 1u);
+        wq[i][0] = w[(nn * units + u) * 2u];
+        wq[i][1] = w[(nn * units + u) * 2u + 1u];
       }
 #else
-      let q = w[nn * units + u];                       // 8 16-bit floats
-      let w0 = f16x4(q.x, q.y);
-      let w1 = f16x4(q.z, q.w);
-      for (var j = 0u; j < MB; j++) {
-        let xb = xr[j] + u * 2u;
-        acc[j] += dot(w0, vec4<f32>(x[xb])) + dot(w1, vec4<f32>(x[xb + 1u]));
-      }
+      var wq: array<vec4<u32>, U>;
+      for (var i = 0u; i < U; i++) { wq[i] = w[nn * units + min(u0 + i * T, units - 1u)]; }
 #endif
+      for (var i = 0u; i < U; i++) {
+        let u = u0 + i * T;
+        if (u >= units) { break; }
+#ifdef QUANT
+        let gi = nn * gpr + (u * 32u) / GS;
+        let s = half_at(scales[gi >> 1u], gi);
+        let b = half_at(biases[gi >> 1u], gi);
+        for (var j = 0u; j < MB; j++) {
+          var dq = 0.0;
+          var sx = vec4<f32>(0.0);
+          for (var c = 0u; c < 4u; c++) {
+            let xv = x8(xr[j] + u * 32u + c * 8u);
+#ifdef Q4
+            let q = nib8(wq[i][c]);
+            dq += dot(q[0], xv[0]) + dot(q[1], xv[1]);
+#elif Q8
+            let wv = wq[i][c / 2u];
+            dq += dot(byte4(wv[(c % 2u) * 2u]), xv[0]) + dot(byte4(wv[(c % 2u) * 2u + 1u]), xv[1]);
+#else
+            var qv: array<f32, 8>;
+            for (var e = 0u; e < 8u; e++) {
+              let bit = (c * 8u + e) * BITS;
+              let sh = bit & 31u;
+              var v = wq[i][bit >> 5u] >> sh;
+              if (sh + BITS > 32u) { v = v | (wq[i][(bit >> 5u) + 1u] << (32u - sh)); }
+              qv[e] = f32(v & ((1u << BITS) - 1u));
+            }
+            dq += dot(vec4<f32>(qv[0], qv[1], qv[2], qv[3]), xv[0]) + dot(vec4<f32>(qv[4], qv[5], qv[6], qv[7]), xv[1]);
+#endif
+            sx += xv[0] + xv[1];
+          }
+          acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
+        }
+#else
+        let w0 = half4(wq[i].x, wq[i].y);
+        let w1 = half4(wq[i].z, wq[i].w);
+        for (var j = 0u; j < MB; j++) {
+          let xv = x8(xr[j] + u * 8u);
+          acc[j] += dot(w0, xv[0]) + dot(w1, xv[1]);
+        }
+#endif
+      }
     }
-    // Team reduction in a fixed tree.
-    tred[lid] = acc;
+    // Team reduction in a fixed order.
+#ifdef TEAM_SUBGROUP
+    for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) {
+      for (var j = 0u; j < MB; j++) { acc[j] += subgroupShuffleXor(acc[j], mask); }
+    }
+#else
+    var packed = vec4<f32>(0.0);
+    for (var j = 0u; j < MB; j++) { packed[j] = acc[j]; }
+    tred[lid] = packed;
     workgroupBarrier();
     for (var s2 = T / 2u; s2 > 0u; s2 = s2 >> 1u) {
       if (lane < s2) { tred[lid] = tred[lid] + tred[lid + s2]; }
       workgroupBarrier();
     }
-    if (lane < MB && n < params.N && m0 + lane < params.M) {
-      var v = tred[team * T][lane];
-#ifdef BIAS
-      v += bias[n];
-#endif
-      let yi = (params.row0 + m0 + lane) * params.ldy + params.n_off + n;
-#ifdef ADD
-      y[yi] = y[yi] + v;
-#elif OUT_F32
-      y[yi] = v;
-#else
-      y[yi] = act(v);
-#endif
-    }
+    let red = tred[team * T];
+    for (var j = 0u; j < MB; j++) { acc[j] = red[j]; }
     workgroupBarrier();
+#endif
+    if (lane == 0u && n < params.N) {
+      for (var j = 0u; j < MB; j++) {
+        if (m0 + j >= params.M) { break; }
+        var v = acc[j];
+#ifdef BIAS
+        v += bias[n];
+#endif
+        let yi = (params.row0 + m0 + j) * params.ldy + params.n_off + n;
+#ifdef ADD
+        y[yi] = y[yi] + v;
+#elif OUT_F32
+        y[yi] = v;
+#else
+        y[yi] = act(v);
+#endif
+      }
+    }
   }
 }

@@ -161,10 +161,32 @@ export class Engine {
     return engine;
   }
 
-  /** Builds the plans of a decode step and a final prefill chunk: every kernel variant gets compiled. */
+  /**
+   * Builds and runs the plans of a one-token prefill and a decode step on a scratch slot, so every kernel
+   * variant is compiled (drivers may defer it to first use) before the first request is timed.
+   */
   async warmup(): Promise<void> {
-    await this.plan({ decode: 1, segments: [], logits: "sampled" });
-    await this.plan({ decode: 0, segments: [{ row0: 0, len: 1, final: true }], logits: "sampled" });
+    const pre = await this.plan({ decode: 0, segments: [{ row0: 0, len: 1, final: true }], logits: "sampled" });
+    const dec = await this.plan({ decode: 1, segments: [], logits: "sampled" });
+    const slot = this.slots.acquire();
+    if (slot === null) return;
+    const pages: number[] = [];
+    try {
+      this.kv.ensure(slot, pages, 2);
+      this.slots.start(slot, [0], 2, { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0 });
+      this.writeRows(new Uint32Array([0, 0, slot, 0]));
+      let enc = this.gpu.device.createCommandEncoder();
+      this.encodeStep(enc, pre, 1);
+      this.gpu.device.queue.submit([enc.finish()]);
+      this.writeRows(new Uint32Array([0, 0, slot, 1]));
+      enc = this.gpu.device.createCommandEncoder();
+      this.encodeStep(enc, dec, 2);
+      this.gpu.device.queue.submit([enc.finish()]);
+      await readBuffer(this.gpu, this.slots.slots, slot * 16, 16);
+    } finally {
+      this.kv.release(pages);
+      this.slots.release(slot);
+    }
   }
 
   /** The plan for a step layout, built once (bind groups, params) and cached. */

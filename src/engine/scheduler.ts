@@ -138,6 +138,7 @@ export class Scheduler {
   #nextId = 1;
   #wake: (() => void) | null = null;
   #loop: Promise<void> | null = null;
+  #kicked = false;
   #closed = false;
 
   constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
@@ -186,7 +187,14 @@ export class Scheduler {
   }
 
   #kick(): void {
-    if (!this.#loop) this.#loop = this.#run().finally(() => (this.#loop = null));
+    this.#kicked = true;
+    if (!this.#loop) {
+      this.#loop = this.#run().finally(() => {
+        this.#loop = null;
+        // A submit between the loop's last check and here found the loop still set: start it again.
+        if (this.#queue.length) this.#kick();
+      });
+    }
     this.#wake?.();
   }
 
@@ -218,7 +226,9 @@ export class Scheduler {
         while (mapped.length > (prev ? 1 : 0) || mapped[0]?.firstToken) await this.#retire(mapped.shift()!);
         if (!next && !prev) {
           if (this.#closed || (!this.#queue.length && !this.#active.length)) return;
-          await new Promise<void>((r) => (this.#wake = r));
+          // A submit or abort that came in during this turn (while nothing waited) must not be slept through.
+          if (!this.#kicked) await new Promise<void>((r) => (this.#wake = r));
+          this.#kicked = false;
           this.#wake = null;
         }
       } catch (e) {

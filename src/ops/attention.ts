@@ -36,10 +36,13 @@ export interface DecodeAttentionArgs extends Common {
 export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): Promise<void> {
   const G = a.nq / a.nkv;
   check(Number.isInteger(G) && G <= 16, "attentionDecode", `nq=${a.nq} nkv=${a.nkv} (G must be an integer ≤ 16)`);
-  check(a.hd % 4 === 0 && a.hd <= 256, "attentionDecode", `head_dim ${a.hd}`);
-  const P2 = 2 ** Math.ceil(Math.log2(a.hd));
+  check(a.hd <= 256 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
+  check(a.hd % 8 === 0, "attentionDecode", `head_dim ${a.hd} must be a multiple of 8`);
+  const L = a.hd / 8;
+  const info = ctx.gpu.info;
+  const defines = { G, ...(info.subgroups && info.subgroupMinSize >= L ? { LANE_SUBGROUP: 1 } : {}) };
   const common = { rows: a.rows, pages: a.pages, kv: a.kv };
-  await record(ctx, { file: "attention_decode.wgsl", overrides: { HD: a.hd, G, SPLIT: DECODE_SPLIT, P2 } }, {
+  await record(ctx, { file: "attention_decode.wgsl", defines, overrides: { HD: a.hd, SPLIT: DECODE_SPLIT, WG: 128 } }, {
     buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml },
     params: {
       row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,

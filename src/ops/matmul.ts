@@ -25,6 +25,24 @@ export interface MatmulArgs {
   nOff?: number;
 }
 
+/** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
+export interface MatmulTuning {
+  /** Vector kernel: lanes per output column (0 = pick from K), workgroup size, units in flight per lane. */
+  vec: { T: number; WG: number; U: number };
+  /** Tiled kernel: outputs per lane along M and N (tile = 16·TM × 16·TN). */
+  tiled: { TM: number; TN: number };
+}
+
+const tuning: MatmulTuning = { vec: { T: 0, WG: 128, U: 2 }, tiled: { TM: 8, TN: 8 } };
+
+/** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
+export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
+  const prev = { vec: { ...tuning.vec }, tiled: { ...tuning.tiled } };
+  Object.assign(tuning.vec, t.vec ?? {});
+  Object.assign(tuning.tiled, t.tiled ?? {});
+  return prev;
+}
+
 /** y[row0+m, nOff+n] (=|+=) Σ_k x[row0+m, k]·W[n, k] (+ bias[n]). */
 export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   const { w, M } = a;
@@ -39,6 +57,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   if (a.out === "f32") defines.OUT_F32 = 1;
   if (a.out === "add") defines.ADD = 1;
   if (w.bias) defines.BIAS = 1;
+  const info = ctx.gpu.info;
   for (const s of w.shards) {
     const buffers: Record<string, any> = { x: a.x, w: s.w, y: a.y };
     if (s.scales) buffers.scales = s.scales;
@@ -47,21 +66,22 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     const params = { M, N: s.n, K, row0: a.row0 ?? 0, ldy, n_off: nOff + s.n0 };
     if (a.mode === "vec") {
       const units = K / unit;
-      const T = Math.min(64, Math.max(4, nextPow2(Math.ceil(units / 2))));
-      const WG = Math.max(128, T);
-      const rowsPerWg = WG / T;
-      await record(ctx, { file: "matmul_vec.wgsl", defines, overrides: { ...overrides, WG, T } }, {
+      const { WG, U } = tuning.vec;
+      // Enough lanes per column that each streams ~8 units; at most a subgroup so the team can shuffle.
+      const T = tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8))));
+      const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
+      const vdefs = { ...defines, MB: M === 1 ? 1 : 4, U, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}) };
+      await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
         buffers,
         params,
-        grid: grid1d(Math.ceil(s.n / rowsPerWg)),
+        grid: grid1d(Math.ceil(s.n / (WG / T))),
       });
     } else {
-      const TM = 4;
-      const tile = 16 * TM;
-      await record(ctx, { file: "matmul_tiled.wgsl", defines: { ...defines, TM }, overrides }, {
+      const { TM, TN } = tuning.tiled;
+      await record(ctx, { file: "matmul_tiled.wgsl", defines: { ...defines, TM, TN }, overrides }, {
         buffers,
         params,
-        grid: [Math.ceil(s.n / tile), Math.ceil(M / tile), 1],
+        grid: [Math.ceil(s.n / (16 * TN)), Math.ceil(M / (16 * TM)), 1],
       });
     }
   }

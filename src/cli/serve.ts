@@ -1,0 +1,127 @@
+/**
+ * `deno task serve`: an OpenAI- and Anthropic-compatible server for one model.
+ *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
+ *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--steps-per-submit N]
+ *   [--max-body-mb N] [--f32]
+ * The API key may also come from FLINT_API_KEY (kept out of `ps`).
+ * @module
+ */
+import { FlintError, NotFoundError, PermissionError, ValidationError } from "../errors.ts";
+import { createApp } from "../server/app.ts";
+import { ModelHost } from "../server/host.ts";
+import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
+import { parseFlags } from "./args.ts";
+
+const SPEC = {
+  model: "string", "models-dir": "string", host: "string", port: "number", "context-window": "number",
+  "api-key": "string", "max-batch": "number", alias: "string", "prefill-chunk": "number",
+  "steps-per-submit": "number", "max-body-mb": "number", f32: "boolean", help: "boolean",
+} as const;
+
+const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
+       [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
+       [--steps-per-submit N] [--max-body-mb N] [--f32]`;
+
+function mib(b: number): string {
+  return b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
+}
+
+/** `name` as a folder inside `root`, after resolving `..` and symlinks; anything outside is refused. */
+export async function resolveInside(root: string, name: string): Promise<DiskModelSource> {
+  if (name.includes("\0")) throw new ValidationError("model must be a folder name", "model");
+  const base = await Deno.realPath(root);
+  const candidate = name.startsWith("/") ? name : `${base}/${name}`;
+  let real: string;
+  try {
+    real = await Deno.realPath(candidate);
+  } catch {
+    throw new NotFoundError(`model "${name}" not found in the models directory ${base}`, "model_not_found");
+  }
+  if (!real.startsWith(base + "/")) throw new PermissionError(`model "${name}" is outside the models directory ${base}`);
+  if (!(await Deno.stat(real)).isDirectory) throw new NotFoundError(`model "${name}" is not a folder`, "model_not_found");
+  return new DiskModelSource(real);
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const f = parseFlags(argv, SPEC);
+  if (f.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const positive = (k: keyof typeof f, v: number | undefined) => {
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new ValidationError(`--${String(k)} must be a positive integer`, String(k));
+    return v;
+  };
+  const modelDir = f.model ?? DEFAULT_MODEL_DIR;
+  // /admin/load only reaches folders in here; default the repository's models/ (the bundled model's home).
+  const modelsDir = f["models-dir"] ?? new URL("../../models", import.meta.url).pathname;
+  const hostname = f.host ?? "127.0.0.1";
+  const port = f.port ?? 8080;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ValidationError("--port must be in 0..65535", "port");
+  const apiKey = f["api-key"] ?? Deno.env.get("FLINT_API_KEY") ?? undefined;
+  const maxBatch = positive("max-batch", f["max-batch"]) ?? 8;
+
+  console.log(`[flint] loading ${modelDir} ...`);
+  const host = await ModelHost.open(new DiskModelSource(modelDir), {
+    engine: {
+      gpuOptions: { f16: !f.f32 },
+      maxBatch,
+      contextWindow: positive("context-window", f["context-window"]),
+      prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
+    },
+    stepsPerSubmit: positive("steps-per-submit", f["steps-per-submit"]),
+  });
+  const { app } = await createApp(host, {
+    apiKey: apiKey || undefined,
+    maxBodyBytes: Math.round((f["max-body-mb"] ?? 32) * 2 ** 20),
+    aliases: (f.alias ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    resolveModel: (name) => resolveInside(modelsDir, name),
+  });
+
+  const { engine, name, capped } = host.served;
+  const mem = engine.gpu.memory.snapshot();
+  const ctxLine = f["context-window"]
+    ? `${engine.contextWindow} tokens (--context-window)`
+    : capped
+    ? `${engine.contextWindow} tokens (capped by what fits in GPU memory; the model allows ${engine.info.maxPosition})`
+    : `${engine.contextWindow} tokens (the model's maximum)`;
+  const ac = new AbortController();
+  const server = Deno.serve({
+    hostname,
+    port,
+    signal: ac.signal,
+    onListen: (addr) => {
+      const shown = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+      console.log([
+        `[flint] serving ${name} (${engine.info.modelType}, ${engine.info.quantization})`,
+        `  adapter         ${engine.gpu.info.adapter}${engine.gpu.info.f16 ? " (f16)" : " (f32)"}`,
+        `  context window  ${ctxLine}`,
+        `  weights         ${mib(engine.info.weightBytes)}`,
+        `  KV cache        ${mib(mem.kv)} (${engine.kv.freePages} pages of ${mib(engine.kv.bytesPerPage)}), max batch ${engine.maxBatch}`,
+        `  models dir      ${modelsDir}`,
+        `  API key         ${apiKey ? "required (Bearer or x-api-key)" : "not set"}`,
+        `Listening on http://${shown}:${addr.port}`,
+      ].join("\n"));
+    },
+  }, app.fetch);
+
+  const stop = () => ac.abort();
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  await server.finished;
+  // Open streams (/events) would hold the shutdown forever: give the GPU a moment, then go.
+  await Promise.race([host.close(), new Promise((r) => setTimeout(r, 3000))]);
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (e) {
+    if (e instanceof FlintError) {
+      console.error(`error: ${e.message}`);
+      Deno.exit(e instanceof ValidationError ? 2 : 1);
+    }
+    throw e;
+  }
+}

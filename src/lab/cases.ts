@@ -1,0 +1,44 @@
+/**
+ * The kernel-lab registry: every kernel file in wgsl/ (not lib/, not the probes) → its case. The tests,
+ * `deno task kernel` and the browser lab page all look kernels up here.
+ * @module
+ */
+import { ShapeError } from "../errors.ts";
+import type { KernelCase } from "./case.ts";
+import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts";
+import { addCase, siluMulCase } from "./cases/elementwise.ts";
+import { embedCase } from "./cases/embed.ts";
+import { matmulTiledCase, matmulVecCase } from "./cases/matmul.ts";
+import { rmsNormCase } from "./cases/norm.ts";
+import { ropeCase } from "./cases/rope.ts";
+import { sampleCase, stepBeginCase } from "./cases/sample.ts";
+
+export type { KernelCase, Shape } from "./case.ts";
+
+/** All cases, one per kernel (attention_decode and attention_combine share one: they run together). */
+export const CASES: readonly KernelCase[] = [
+  embedCase,
+  rmsNormCase,
+  matmulVecCase,
+  matmulTiledCase,
+  ropeCase,
+  attentionDecodeCase,
+  attentionPrefillCase,
+  siluMulCase,
+  addCase,
+  sampleCase,
+  stepBeginCase,
+];
+
+/** Case for a kernel file name ("matmul_vec.wgsl", "wgsl/matmul_vec.wgsl" or "matmul_vec"). */
+export function caseFor(file: string): KernelCase {
+  const name = file.replace(/^.*wgsl\//, "").replace(/\.wgsl$/, "") + ".wgsl";
+  const c = CASES.find((c) => c.files.includes(name));
+  if (!c) throw new ShapeError(`no lab case for ${file} (kernels: ${labKernels().join(", ")})`);
+  return c;
+}
+
+/** Every kernel file that has a case. */
+export function labKernels(): string[] {
+  return CASES.flatMap((c) => c.files);
+}

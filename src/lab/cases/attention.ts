@@ -1,0 +1,166 @@
+/**
+ * Lab cases of attention over the paged cache: split-K decode (`attention_decode.wgsl` then
+ * `attention_combine.wgsl`, recorded together by `attentionDecode()`) and tiled prefill
+ * (`attention_prefill.wgsl` via `attentionPrefill()`), both in src/ops/attention.ts.
+ * @module
+ */
+import { ShapeError } from "../../errors.ts";
+import { attentionDecode, attentionPrefill, DECODE_SPLIT } from "../../ops/attention.ts";
+import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
+import type { Tolerance } from "../compare.ts";
+import { BufferSet, readAct, seal } from "../harness.ts";
+import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { attentionRef } from "../ref/attention.ts";
+import { encodeRows, type Row } from "../ref/paged.ts";
+import type { Rng } from "../rng.ts";
+import { type Pool, randomPool } from "./paged.ts";
+
+export interface AttentionInputs extends CaseInputs {
+  mode: "decode" | "prefill";
+  rows: Row[];
+  /** Rows the kernel computes. */
+  which: number[];
+  row0: number;
+  nq: number;
+  scale: number;
+  q: Float64Array;
+  pool: Pool;
+  out0: Float64Array;
+}
+
+/**
+ * f32: scores, exponentials and sums in f32 over up to a few thousand keys. f16: K/V/Q are exact f16
+ * inputs, prefill rounds q·scale to f16 and the output is rounded to f16.
+ */
+function tolerance(act: ActDtype): Record<string, Tolerance> {
+  return { out: act === "f16" ? { atol: 5e-4, rtol: 2e-3 } : { atol: 2e-6, rtol: 1e-4 } };
+}
+
+function heads(shape: Record<string, number | string>): { nq: number; nkv: number; hd: number } {
+  const nq = int(shape, "nq"), nkv = int(shape, "nkv"), hd = int(shape, "hd");
+  if (nq % nkv !== 0) throw new ShapeError(`attention: nq=${nq} is not a multiple of nkv=${nkv}`);
+  return { nq, nkv, hd };
+}
+
+/**
+ * Queries U(±4) against keys U(±1) give scores (after hd^-½) with a std of about 1.3: a peaked softmax (a
+ * flat one would hide errors) that still mixes many keys.
+ */
+function queries(rng: Rng, n: number, act: ActDtype): Float64Array {
+  const amp = 4;
+  return Float64Array.from({ length: n }, () => roundAct(rng.signed(amp), act));
+}
+
+const HEAD_KEYS = {
+  nq: "query heads", nkv: "kv heads (GQA ratio nq/nkv)", hd: "head dim", ps: "KV page size (tokens)",
+};
+
+export const attentionDecodeCase: KernelCase<AttentionInputs> = {
+  files: ["attention_decode.wgsl", "attention_combine.wgsl"],
+  summary: "decode attention over the paged cache, split along keys (256 per split) then combined",
+  // Qwen3-4B: 32 q / 8 kv heads, head_dim 128; four sequences, the longest 4096 tokens.
+  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0 },
+  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0 },
+  keys: {
+    D: "decode rows (one sequence each)", ...HEAD_KEYS,
+    len: "KV length of the first row; the others draw theirs from [1, len]", row0: "rows before the decode rows",
+  },
+  make(shape, rng, env) {
+    const { nq, nkv, hd } = heads(shape);
+    const D = int(shape, "D"), len = int(shape, "len"), row0 = int(shape, "row0", 0);
+    const lens = Array.from({ length: D }, (_, r) => (r === 0 ? len : rng.int(1, len + 1)));
+    const pool = randomPool(rng, { lens, nkv, hd, ps: int(shape, "ps"), act: env.act });
+    const rows: Row[] = [
+      ...Array.from({ length: row0 }, () => ({ token: 1, pos: rng.int(0, len), slot: 0, kind: 0 })),
+      ...lens.map((l, s) => ({ token: rng.int(0, 1000), pos: l - 1, slot: s, kind: 1 })),
+    ];
+    const R = rows.length;
+    return {
+      shape, act: env.act, mode: "decode", rows, which: lens.map((_, r) => row0 + r), row0, nq,
+      scale: Math.fround(1 / Math.sqrt(hd)), q: queries(rng, R * nq * hd, env.act), pool,
+      out0: Float64Array.from({ length: R * nq * hd }, () => roundAct(rng.signed(1), env.act)),
+    };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const { pool } = i;
+    const R = i.rows.length;
+    const maxLen = Math.max(...i.which.map((r) => i.rows[r].pos + 1));
+    const maxSplit = Math.ceil(maxLen / DECODE_SPLIT);
+    const out = set.upload("out", encodeAct(i.out0, i.act));
+    const ctx = set.context();
+    await attentionDecode(ctx, {
+      rows: set.upload("rows", encodeRows(i.rows)), q: set.upload("q", encodeAct(i.q, i.act)),
+      pages: set.upload("pages", pool.pages), kv: set.upload("kv", encodeAct(pool.kv, i.act)), out,
+      row0: i.row0, D: i.which.length, nq: i.nq, nkv: pool.nkv, hd: pool.hd, pageSize: pool.ps, maxPages: pool.maxPages,
+      scale: i.scale, maxSplit,
+      opart: set.scratch("opart", R * i.nq * maxSplit * pool.hd * 4), ml: set.scratch("ml", R * i.nq * maxSplit * 8),
+    });
+    return seal(set, ctx, { maxKvLen: maxLen }, async () => ({ out: await readAct(gpu, out, i.out0.length, i.act) }));
+  },
+  check: (got, i) => compareAll(got, { out: attentionRef({ ...i.pool, ...i }) }, tolerance(i.act)),
+  tolerance: (_s, act) => tolerance(act),
+  cost(shape, act) {
+    // Every row's K and V once (the first row at `len`, the others on average len/2), q and out.
+    const { nq, nkv, hd } = heads(shape);
+    const D = Number(shape.D), len = Number(shape.len);
+    const keys = len + (D - 1) * (len + 1) / 2;
+    const splits = D * Math.ceil(len / DECODE_SPLIT);
+    return {
+      bytes: keys * 2 * nkv * hd * actBytesOf(act) + 2 * D * nq * hd * actBytesOf(act) + 2 * splits * nq * (hd + 2) * 4,
+      flops: 4 * keys * nq * hd,
+    };
+  },
+};
+
+export const attentionPrefillCase: KernelCase<AttentionInputs> = {
+  files: ["attention_prefill.wgsl"],
+  summary: "causal attention for a prefill segment (flash attention over the paged cache)",
+  // Qwen3-4B, the second 512-token chunk of a prompt.
+  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0 },
+  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+  keys: {
+    S: "segment rows (consecutive positions of one sequence)", p0: "position of the first segment row (KV before it is cached)",
+    ...HEAD_KEYS, row0: "step rows before the segment (decode rows of another sequence)",
+  },
+  make(shape, rng, env) {
+    const { nq, nkv, hd } = heads(shape);
+    const S = int(shape, "S"), p0 = int(shape, "p0", 0), row0 = int(shape, "row0", 0);
+    // Slot 1 is the segment's sequence; slot 0 belongs to the rows before it.
+    const pool = randomPool(rng, { lens: [p0 + S + 7, p0 + S], nkv, hd, ps: int(shape, "ps"), act: env.act });
+    const rows: Row[] = [
+      ...Array.from({ length: row0 }, () => ({ token: 1, pos: rng.int(0, p0 + S), slot: 0, kind: 1 })),
+      ...Array.from({ length: S }, (_, i) => ({ token: rng.int(0, 1000), pos: p0 + i, slot: 1, kind: 0 })),
+    ];
+    const R = rows.length;
+    return {
+      shape, act: env.act, mode: "prefill", rows, which: rows.map((_, r) => r).slice(row0), row0, nq,
+      scale: Math.fround(1 / Math.sqrt(hd)), q: queries(rng, R * nq * hd, env.act), pool,
+      out0: Float64Array.from({ length: R * nq * hd }, () => roundAct(rng.signed(1), env.act)),
+    };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const { pool } = i;
+    const out = set.upload("out", encodeAct(i.out0, i.act));
+    const ctx = set.context();
+    await attentionPrefill(ctx, {
+      rows: set.upload("rows", encodeRows(i.rows)), q: set.upload("q", encodeAct(i.q, i.act)),
+      pages: set.upload("pages", pool.pages), kv: set.upload("kv", encodeAct(pool.kv, i.act)), out,
+      row0: i.row0, S: i.which.length, nq: i.nq, nkv: pool.nkv, hd: pool.hd, pageSize: pool.ps, maxPages: pool.maxPages,
+      scale: i.scale,
+    });
+    const maxLen = i.rows[i.rows.length - 1].pos + 1;
+    return seal(set, ctx, { maxKvLen: maxLen }, async () => ({ out: await readAct(gpu, out, i.out0.length, i.act) }));
+  },
+  check: (got, i) => compareAll(got, { out: attentionRef({ ...i.pool, ...i }) }, tolerance(i.act)),
+  tolerance: (_s, act) => tolerance(act),
+  cost(shape, act) {
+    const { nq, nkv, hd } = heads(shape);
+    const S = Number(shape.S), p0 = Number(shape.p0);
+    const keys = S * p0 + (S * (S + 1)) / 2; // (query, key) pairs
+    // The K/V of the longest row, at least once (tiles re-read it; this is the floor).
+    return { bytes: (p0 + S) * 2 * nkv * hd * actBytesOf(act) + 2 * S * nq * hd * actBytesOf(act), flops: 4 * keys * nq * hd };
+  },
+};
+

@@ -1,0 +1,84 @@
+/** Lab cases of `silu_mul.wgsl` and `add.wgsl` through src/ops/elementwise.ts. @module */
+import { add, siluMul } from "../../ops/elementwise.ts";
+import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
+import type { Tolerance } from "../compare.ts";
+import { BufferSet, readAct, readF32, seal } from "../harness.ts";
+import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { addRef, siluMulRef } from "../ref/elementwise.ts";
+
+export interface SiluMulInputs extends CaseInputs {
+  R: number;
+  I: number;
+  /** (R, 2I) act: [gate | up]. */
+  gu: Float64Array;
+}
+
+/** f32 exp and division (a few ulp); f16 adds the output rounding. */
+function siluTol(act: ActDtype): Record<string, Tolerance> {
+  return { h: act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-7, rtol: 2e-6 } };
+}
+
+export const siluMulCase: KernelCase<SiluMulInputs> = {
+  files: ["silu_mul.wgsl"],
+  summary: "h = silu(gate) · up from the fused [gate | up] projection",
+  defaults: { R: 16, I: 9728 },
+  small: { R: 3, I: 1037 },
+  keys: { R: "rows", I: "intermediate size" },
+  make(shape, rng, env) {
+    const R = int(shape, "R"), I = int(shape, "I");
+    // Gates over ±8 cover both tails of silu.
+    const gu = Float64Array.from({ length: R * 2 * I }, (_, k) => roundAct(rng.signed(k % (2 * I) < I ? 8 : 2), env.act));
+    return { shape, act: env.act, R, I, gu };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const gu = set.upload("gu", encodeAct(i.gu, i.act));
+    const h = set.scratch("h", i.R * i.I * 4);
+    const ctx = set.context();
+    await siluMul(ctx, { gu, h, R: i.R, I: i.I });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ h: await readAct(gpu, h, i.R * i.I, i.act) }));
+  },
+  check: (got, i) => compareAll(got, { h: siluMulRef(i.gu, i.R, i.I) }, siluTol(i.act)),
+  tolerance: (_s, act) => siluTol(act),
+  cost(shape, act) {
+    const n = Number(shape.R) * Number(shape.I);
+    return { bytes: 3 * n * actBytesOf(act), flops: 5 * n };
+  },
+};
+
+export interface AddInputs extends CaseInputs {
+  n: number;
+  x: Float64Array;
+  y0: Float64Array;
+}
+
+/** One f32 rounding of the exact sum: |d| ≤ 2^-24·|ref|. */
+const ADD_TOL: Record<string, Tolerance> = { y: { atol: 0, rtol: 2 ** -23 } };
+
+export const addCase: KernelCase<AddInputs> = {
+  files: ["add.wgsl"],
+  summary: "y += x (y the f32 residual stream, x an activation)",
+  defaults: { n: 16 * 2560 },
+  small: { n: 1031 },
+  keys: { n: "elements" },
+  make(shape, rng, env) {
+    const n = int(shape, "n");
+    const x = Float64Array.from({ length: n }, () => roundAct(rng.signed(1), env.act));
+    const y0 = Float64Array.from({ length: n }, () => Math.fround(rng.signed(4)));
+    return { shape, act: env.act, n, x, y0 };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const x = set.upload("x", encodeAct(i.x, i.act));
+    const y = set.upload("y", Float32Array.from(i.y0), { mutable: true });
+    const ctx = set.context();
+    await add(ctx, { x, y, n: i.n });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ y: await readF32(gpu, y, i.n) }));
+  },
+  check: (got, i) => compareAll(got, { y: addRef(i.y0, i.x) }, ADD_TOL),
+  tolerance: () => ADD_TOL,
+  cost(shape, act) {
+    const n = Number(shape.n);
+    return { bytes: n * (8 + actBytesOf(act)), flops: n };
+  },
+};

@@ -1,0 +1,147 @@
+/**
+ * Lab cases of the matmul family: `matmul_vec.wgsl` (decode rows) and `matmul_tiled.wgsl` (prefill
+ * chunks), run through `matmul()` in src/ops/matmul.ts with every weight format and epilogue.
+ * @module
+ */
+import type { Gpu } from "../../gpu/device.ts";
+import { ShapeError } from "../../errors.ts";
+import type { WeightFormat } from "../../ops/linear.ts";
+import { matmul } from "../../ops/matmul.ts";
+import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
+import type { Tolerance } from "../compare.ts";
+import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
+import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { matmulRef } from "../ref/matmul.ts";
+import { parseFormat, weightBytes } from "../ref/quant.ts";
+import type { Rng } from "../rng.ts";
+import { checkFormat, randomWeights, type ShardData, uploadLinear } from "./weights.ts";
+
+export type Epilogue = "act" | "f32" | "add";
+
+export interface MatmulInputs extends CaseInputs {
+  mode: "vec" | "tiled";
+  M: number;
+  N: number;
+  K: number;
+  row0: number;
+  ldy: number;
+  nOff: number;
+  out: Epilogue;
+  format: WeightFormat;
+  /** (row0 + M, K) act values. */
+  x: Float64Array;
+  shards: ShardData[];
+  bias?: Float64Array;
+  /** (row0 + M, ldy) initial y, in the output dtype. */
+  y0: Float64Array;
+  /** Columns the reference computes (all when absent). */
+  cols?: number[];
+}
+
+/** Reference work (multiply-adds) above which only a sample of columns is checked. */
+const FULL_CHECK_MACS = 2 ** 27;
+
+/** Random inputs for a matmul shape (exported for batch-invariance tests that rebind the same data). */
+export function makeMatmul(mode: "vec" | "tiled", shape: Shape, rng: Rng, env: { act: ActDtype; maxBinding: number }): MatmulInputs {
+  const M = int(shape, "M"), N = int(shape, "N"), K = int(shape, "K");
+  const row0 = int(shape, "row0", 0), nOff = int(shape, "noff", 0), pad = int(shape, "pad", 0);
+  const out = oneOf(shape, "out", ["act", "f32", "add"] as const);
+  const format = parseFormat(String(shape.w), oneOf(shape, "scale", ["f16", "bf16"] as const));
+  checkFormat(format, K, `${mode} matmul`);
+  if (format.kind !== "q" && K % 8 !== 0) throw new ShapeError(`matmul: K=${K} must be a multiple of 8 for 16-bit weights`);
+  const ldy = nOff + N + pad;
+  const rows = row0 + M;
+  const x = new Float64Array(rows * K);
+  for (let i = 0; i < x.length; i++) x[i] = roundAct(rng.signed(1), env.act);
+  // |W| ≲ √(3/K) keeps every output O(1) whatever K is, so one tolerance fits all shapes.
+  const shards = randomWeights(rng, format, N, K, {
+    amp: Math.sqrt(3 / K),
+    minShards: int(shape, "shards"),
+    maxBinding: env.maxBinding,
+  });
+  const bias = shape.bias ? Float64Array.from({ length: N }, () => Math.fround(rng.signed(0.5))) : undefined;
+  const yAct: ActDtype = out === "act" ? env.act : "f32";
+  const y0 = Float64Array.from({ length: rows * ldy }, () => roundAct(rng.signed(1), yAct));
+  let cols: number[] | undefined;
+  if (M * N * K > FULL_CHECK_MACS) {
+    const want = Math.max(8, Math.floor(FULL_CHECK_MACS / (M * K)));
+    const set = new Set<number>([0, N - 1, ...shards.flatMap((s) => [s.n0, s.n0 + s.n - 1])]);
+    while (set.size < Math.min(want, N)) set.add(rng.int(0, N));
+    cols = [...set].sort((a, b) => a - b);
+  }
+  return { shape, act: env.act, mode, M, N, K, row0, ldy, nOff, out, format, x, shards, bias, y0, cols };
+}
+
+/** Uploads `i` and records one matmul with M rows from `row0` (defaults: the inputs' own). */
+export async function bindMatmul(gpu: Gpu, i: MatmulInputs, over: { M?: number; row0?: number } = {}): Promise<Bound> {
+  const set = new BufferSet(gpu);
+  const yAct: ActDtype = i.out === "act" ? i.act : "f32";
+  const x = set.upload("x", encodeAct(i.x, i.act));
+  const w = uploadLinear(set, "w", i.format, i.N, i.K, i.shards, i.bias);
+  const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
+  const ctx = set.context();
+  const M = over.M ?? i.M;
+  await matmul(ctx, { x, w, y, M, out: i.out, mode: i.mode, row0: over.row0 ?? i.row0, ldy: i.ldy, nOff: i.nOff });
+  const n = i.y0.length;
+  return seal(set, ctx, { maxKvLen: 1 }, async () => ({
+    y: yAct === "f32" ? await readF32(gpu, y, n) : await readAct(gpu, y, n, i.act),
+  }));
+}
+
+/**
+ * Tolerances. f32 outputs: the kernels accumulate in f32 (error grows like √K·2^-24 on O(1) outputs).
+ * act outputs on the f16 path add the final rounding to f16 (relative 2^-11).
+ */
+export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tolerance> {
+  const K = Number(shape.K);
+  const f32: Tolerance = { atol: 2e-7 * Math.sqrt(K) + 1e-6, rtol: 1e-5 };
+  const f16: Tolerance = { atol: f32.atol + 1e-5, rtol: 1e-3 };
+  return { y: shape.out === "act" && act === "f16" ? f16 : f32 };
+}
+
+const KEYS = {
+  M: "rows (decode rows for vec, a prefill chunk for tiled)",
+  N: "output columns",
+  K: "reduction length",
+  w: "weight format: q<bits>g<group> (bits 2,3,4,5,6,8; group 32,64,128), f16 or bf16",
+  scale: "scale/bias dtype of quantized weights: f16 or bf16",
+  out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add)",
+  bias: "1: add a real bias (Qwen2 q/k/v)",
+  shards: "minimum row shards of W (more when a shard would pass the binding limit)",
+  row0: "first row of x and y",
+  noff: "first column of y written",
+  pad: "extra columns of y after the written block (ldy = noff + N + pad)",
+};
+
+function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
+  return {
+    files: [mode === "vec" ? "matmul_vec.wgsl" : "matmul_tiled.wgsl"],
+    summary: mode === "vec"
+      ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
+      : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
+    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
+    defaults: {
+      M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1,
+      row0: 0, noff: 0, pad: 0,
+    },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0 },
+    keys: KEYS,
+    make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
+    bind: (gpu, i) => bindMatmul(gpu, i),
+    check: (got, i) => compareAll(got, { y: matmulRef(i) }, matmulTolerance(i.shape, i.act)),
+    tolerance: matmulTolerance,
+    cost(shape, act) {
+      const M = Number(shape.M), N = Number(shape.N), K = Number(shape.K);
+      const f = parseFormat(String(shape.w));
+      const yb = shape.out === "act" ? actBytesOf(act) : 4;
+      return {
+        bytes: weightBytes(f, N, K) + M * K * actBytesOf(act) + M * N * yb * (shape.out === "add" ? 2 : 1) +
+          (shape.bias ? N * 4 : 0),
+        flops: 2 * M * N * K,
+      };
+    },
+  };
+}
+
+export const matmulVecCase: KernelCase<MatmulInputs> = matmulCase("vec");
+export const matmulTiledCase: KernelCase<MatmulInputs> = matmulCase("tiled");

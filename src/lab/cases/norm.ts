@@ -1,0 +1,66 @@
+/** Lab case of `rms_norm.wgsl` through `rmsNorm()` (src/ops/norm.ts), with and without the row gather. @module */
+import { rmsNorm } from "../../ops/norm.ts";
+import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
+import type { Tolerance } from "../compare.ts";
+import { BufferSet, readAct, seal } from "../harness.ts";
+import { type ActDtype, actBytesOf, encodeAct } from "../ref/half.ts";
+import { rmsNormRef } from "../ref/norm.ts";
+
+export interface NormInputs extends CaseInputs {
+  R: number;
+  H: number;
+  eps: number;
+  /** (X, H) f32 residual rows. */
+  x: Float64Array;
+  weight: Float64Array;
+  gather?: number[];
+  y0: Float64Array;
+}
+
+/** f32 sum of squares and inverseSqrt (2 ulp); f16 adds the output rounding (2^-11). */
+function tolerance(act: ActDtype): Record<string, Tolerance> {
+  return { y: act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-6, rtol: 2e-6 } };
+}
+
+export const rmsNormCase: KernelCase<NormInputs> = {
+  files: ["rms_norm.wgsl"],
+  summary: "y = x · rsqrt(mean x² + eps) · w per row (optionally over gathered rows), f32 in, act out",
+  defaults: { R: 16, H: 2560, eps: 1e-6, gather: 0, X: 24 },
+  small: { R: 5, H: 321, eps: 1e-5, gather: 1, X: 11 },
+  keys: {
+    R: "rows normalised",
+    H: "row length (hidden size)",
+    eps: "epsilon",
+    gather: "1: rows come from idx[r] (the final norm over rows that need logits)",
+    X: "rows in x (gather sources; ≥ R without gather)",
+  },
+  make(shape, rng, env) {
+    const R = int(shape, "R"), H = int(shape, "H"), X = Math.max(int(shape, "X"), R);
+    // Rows of very different scale: the norm must remove it.
+    const x = new Float64Array(X * H);
+    for (let r = 0; r < X; r++) {
+      const amp = 2 ** rng.int(-4, 6);
+      for (let k = 0; k < H; k++) x[r * H + k] = Math.fround(rng.signed(amp));
+    }
+    const weight = Float64Array.from({ length: H }, () => Math.fround(rng.range(0.2, 1.8) * (rng.next() < 0.1 ? -1 : 1)));
+    const gather = shape.gather ? Array.from({ length: R }, () => rng.int(0, X)) : undefined;
+    const y0 = Float64Array.from({ length: R * H }, () => rng.signed(1));
+    return { shape, act: env.act, R, H, eps: num(shape, "eps"), x, weight, gather, y0 };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const x = set.upload("x", Float32Array.from(i.x));
+    const weight = set.upload("weight", Float32Array.from(i.weight));
+    const y = set.upload("y", encodeAct(i.y0, i.act));
+    const gather = i.gather && set.upload("idx", Uint32Array.from(i.gather));
+    const ctx = set.context();
+    await rmsNorm(ctx, { x, weight, y, R: i.R, H: i.H, eps: i.eps, gather });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ y: await readAct(gpu, y, i.R * i.H, i.act) }));
+  },
+  check: (got, i) => compareAll(got, { y: rmsNormRef(i) }, tolerance(i.act)),
+  tolerance: (_s, act) => tolerance(act),
+  cost(shape, act) {
+    const R = Number(shape.R), H = Number(shape.H);
+    return { bytes: R * H * (4 + actBytesOf(act)) + H * 4, flops: 4 * R * H };
+  },
+};

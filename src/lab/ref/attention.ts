@@ -1,0 +1,55 @@
+/**
+ * Float64 reference of attention over the paged cache, causal, with GQA (kv head j serves query heads
+ * [j·G, (j+1)·G)). Decode (attention_decode + attention_combine) and prefill (attention_prefill) compute
+ * the same function of (q, cache, pos); they differ only in which rows they take:
+ *   out[r, qh, :] = Σ_{j ≤ pos_r} softmax_j(scale · q[r, qh]·K[slot_r, j, qh/G]) · V[slot_r, j, qh/G]
+ * Rows not in `which` keep their values from `out0`.
+ * @module
+ */
+import { kvOffset, type PagedKv, type Row } from "./paged.ts";
+
+export interface AttentionRef extends PagedKv {
+  rows: Row[];
+  /** Step rows to compute. */
+  which: number[];
+  /** (R, nq·hd) */
+  q: Float64Array;
+  /** The pool (pages, 2, nkv, ps, hd). */
+  kv: Float64Array;
+  nq: number;
+  scale: number;
+  /** (R, nq·hd) before the kernel. */
+  out0: Float64Array;
+}
+
+export function attentionRef(a: AttentionRef): Float64Array {
+  const { nq, nkv, hd } = a;
+  const G = nq / nkv;
+  const out = Float64Array.from(a.out0);
+  for (const r of a.which) {
+    const row = a.rows[r];
+    const len = row.pos + 1;
+    const s = new Float64Array(len);
+    for (let qh = 0; qh < nq; qh++) {
+      const h = Math.floor(qh / G);
+      const qb = (r * nq + qh) * hd;
+      let mx = -Infinity;
+      for (let j = 0; j < len; j++) {
+        const kb = kvOffset(a, row.slot, j, 0, h);
+        let dot = 0;
+        for (let d = 0; d < hd; d++) dot += a.q[qb + d] * a.kv[kb + d];
+        s[j] = dot * a.scale;
+        if (s[j] > mx) mx = s[j];
+      }
+      let l = 0;
+      for (let j = 0; j < len; j++) l += (s[j] = Math.exp(s[j] - mx));
+      const o = new Float64Array(hd);
+      for (let j = 0; j < len; j++) {
+        const vb = kvOffset(a, row.slot, j, 1, h);
+        for (let d = 0; d < hd; d++) o[d] += s[j] * a.kv[vb + d];
+      }
+      for (let d = 0; d < hd; d++) out[qb + d] = o[d] / l;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,174 @@
+/**
+ * OpenAI-compatible routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
+ * Wire shapes follow openai-node (chat.completion, chat.completion.chunk, text_completion).
+ * @module
+ */
+import { Hono } from "hono";
+import type { GenerationResult } from "../engine/scheduler.ts";
+import { ValidationError } from "../errors.ts";
+import { checkModel, type ServerCtx, withRequest } from "./context.ts";
+import { errorBody } from "./errors.ts";
+import { asFlintError } from "./errors.ts";
+import { Job, randomId } from "./job.ts";
+import { checkResponseFormat, readCommon, readMessages, readTools } from "./openai_request.ts";
+import { type RenderedPrompt, renderChat } from "./prompt.ts";
+import { type SseSink, sseResponse } from "./sse.ts";
+import { Fields } from "./validate.ts";
+
+function usage(r: GenerationResult) {
+  return { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens };
+}
+
+function finishReason(r: GenerationResult, calls: number): string {
+  if (r.finishReason === "length") return "length";
+  return calls ? "tool_calls" : "stop";
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+function streamError(e: unknown, sink: SseSink): void {
+  sink.send(errorBody(asFlintError(e), "openai"));
+  sink.raw("data: [DONE]");
+}
+
+export function openaiRoutes(ctx: ServerCtx): Hono {
+  const app = new Hono();
+
+  app.post("/v1/chat/completions", (c) =>
+    withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
+      const f = new Fields(body);
+      const common = readCommon(f, null);
+      checkModel(ctx, served, common.model);
+      const turns = readMessages(f);
+      const { tools, toolChoice } = readTools(f);
+      checkResponseFormat(f);
+      const prompt = renderChat(served.tokenizer, { turns, tools, toolChoice });
+      const job = new Job(served, { prompt, maxTokens: common.maxTokens, sampling: common.sampling, stop: common.stop, signal: abort.signal }, ctx.metrics);
+      const id = randomId("chatcmpl-");
+      const created = now();
+      const model = served.name;
+      const headers = { "flint-sequence-id": String(job.id) };
+
+      if (!common.stream) {
+        const out = await job.collect();
+        if (out.result.finishReason === "cancelled") return c.body(null, 499 as any);
+        const tool_calls = out.calls.map((call) => ({ id: randomId("call_"), type: "function", function: call }));
+        return c.json({
+          id, object: "chat.completion", created, model, system_fingerprint: "flint",
+          choices: [{
+            index: 0,
+            message: { role: "assistant", content: out.calls.length && !out.text ? null : out.text, ...(tool_calls.length ? { tool_calls } : {}) },
+            logprobs: null,
+            finish_reason: finishReason(out.result, out.calls.length),
+          }],
+          usage: usage(out.result),
+        }, 200, headers);
+      }
+
+      const release = hold();
+      const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
+        id, object: "chat.completion.chunk", created, model, system_fingerprint: "flint",
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+        ...(common.includeUsage ? { usage: null } : {}),
+      });
+      return sseResponse(async (sink) => {
+        try {
+          sink.send(chunk({ role: "assistant", content: "" }, null));
+          let calls = 0;
+          for await (const p of job.pieces()) {
+            if (p.type === "text") sink.send(chunk({ content: p.text }, null));
+            else {
+              const index = calls++;
+              sink.send(chunk({
+                tool_calls: [{ index, id: randomId("call_"), type: "function", function: { name: p.call.name, arguments: "" } }],
+              }, null));
+              sink.send(chunk({ tool_calls: [{ index, function: { arguments: p.call.arguments } }] }, null));
+            }
+          }
+          const r = await job.result();
+          if (r.finishReason === "cancelled") return;
+          sink.send(chunk({}, finishReason(r, calls)));
+          if (common.includeUsage) {
+            sink.send({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "flint", choices: [], usage: usage(r) });
+          }
+          sink.raw("data: [DONE]");
+        } finally {
+          release();
+        }
+      }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
+    }));
+
+  app.post("/v1/completions", (c) =>
+    withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
+      const f = new Fields(body);
+      const common = readCommon(f, 16);
+      checkModel(ctx, served, common.model);
+      if (f.optBool("echo")) throw new ValidationError("echo is not supported", "echo");
+      if (f.has("suffix")) throw new ValidationError("suffix (fill-in-the-middle) is not supported", "suffix");
+      const prompt: RenderedPrompt = { ids: readPrompt(f, served.tokenizer.encode.bind(served.tokenizer)), forced: "", parseTools: false };
+      const job = new Job(served, { prompt, maxTokens: common.maxTokens, sampling: common.sampling, stop: common.stop, signal: abort.signal }, ctx.metrics);
+      const id = randomId("cmpl-");
+      const created = now();
+      const model = served.name;
+      const headers = { "flint-sequence-id": String(job.id) };
+      const choice = (text: string, finish: string | null) => ({ text, index: 0, logprobs: null, finish_reason: finish });
+
+      if (!common.stream) {
+        const out = await job.collect();
+        if (out.result.finishReason === "cancelled") return c.body(null, 499 as any);
+        return c.json({
+          id, object: "text_completion", created, model,
+          choices: [choice(out.text, finishReason(out.result, 0))],
+          usage: usage(out.result),
+        }, 200, headers);
+      }
+      const release = hold();
+      return sseResponse(async (sink) => {
+        try {
+          for await (const p of job.pieces()) {
+            if (p.type === "text") sink.send({ id, object: "text_completion", created, model, choices: [choice(p.text, null)] });
+          }
+          const r = await job.result();
+          if (r.finishReason === "cancelled") return;
+          sink.send({ id, object: "text_completion", created, model, choices: [choice("", finishReason(r, 0))] });
+          if (common.includeUsage) sink.send({ id, object: "text_completion", created, model, choices: [], usage: usage(r) });
+          sink.raw("data: [DONE]");
+        } finally {
+          release();
+        }
+      }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
+    }));
+
+  app.get("/v1/models", (c) => {
+    const { engine, name } = ctx.host.served;
+    // Anthropic's SDK lists models at the same path; answer in the shape the client speaks.
+    if (c.req.header("anthropic-version")) {
+      const m = { type: "model", id: name, display_name: name, created_at: new Date(0).toISOString() };
+      return c.json({ data: [m], has_more: false, first_id: name, last_id: name });
+    }
+    return c.json({
+      object: "list",
+      data: [{ id: name, object: "model", created: 0, owned_by: "flint", context_window: engine.contextWindow }],
+    });
+  });
+
+  return app;
+}
+
+/** `prompt`: one string or one array of token ids (several prompts per request are not supported). */
+function readPrompt(f: Fields, encode: (s: string) => number[]): number[] {
+  let v = f.raw("prompt");
+  if (Array.isArray(v) && v.length === 1 && (typeof v[0] === "string" || Array.isArray(v[0]))) v = v[0];
+  if (typeof v === "string") {
+    if (!v) throw new ValidationError("prompt must not be empty", "prompt");
+    return encode(v);
+  }
+  if (Array.isArray(v) && v.length && v.every((x) => typeof x === "number")) {
+    if (!v.every((x) => Number.isInteger(x) && x >= 0)) throw new ValidationError("prompt token ids must be non-negative integers", "prompt");
+    return v as number[];
+  }
+  if (Array.isArray(v) && v.length > 1) {
+    throw new ValidationError("several prompts in one request are not supported; send one request per prompt", "prompt");
+  }
+  throw new ValidationError("prompt must be a non-empty string or an array of token ids", "prompt");
+}

@@ -1,0 +1,86 @@
+/**
+ * The transcript: user and assistant messages, streamed text rendered as Markdown at most once per frame,
+ * and a stats line (tokens, tok/s, time to first token) under each finished reply.
+ * @module
+ */
+import type { ReplyStats } from "./backend.ts";
+import { h } from "./dom.ts";
+import { renderMarkdown } from "./markdown.ts";
+
+export class Transcript {
+  constructor(readonly el: HTMLElement) {}
+
+  clear(): void {
+    this.el.querySelectorAll(".msg").forEach((m) => m.remove());
+    this.el.classList.remove("started");
+  }
+
+  addUser(text: string): void {
+    this.#add(h("article", { class: "msg user", "aria-label": "You" }, h("div", { class: "body" }, text)));
+  }
+
+  addAssistant(label: string): AssistantMessage {
+    const body = h("div", { class: "body" });
+    const meta = h("div", { class: "meta" }, h("span", { class: "typing", "aria-label": "generating" }));
+    const el = h("article", { class: "msg assistant", "data-state": "streaming", "aria-label": label },
+      h("div", { class: "who" }, label), body, meta);
+    this.#add(el);
+    return new AssistantMessage(el, body, meta, () => this.#stick());
+  }
+
+  #add(el: HTMLElement): void {
+    this.el.classList.add("started");
+    const follow = this.#atBottom();
+    this.el.append(el);
+    if (follow) this.#stick(true);
+  }
+
+  #atBottom(): boolean {
+    return this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 80;
+  }
+
+  /** Keeps the newest text in view unless the reader scrolled up. */
+  #stick(force = false): void {
+    if (force || this.#atBottom()) this.el.scrollTop = this.el.scrollHeight;
+  }
+}
+
+export class AssistantMessage {
+  text = "";
+  #frame = 0;
+  constructor(readonly el: HTMLElement, readonly body: HTMLElement, readonly meta: HTMLElement, readonly scroll: () => void) {}
+
+  append(text: string): void {
+    this.text += text;
+    this.#frame ||= requestAnimationFrame(() => this.#render());
+  }
+
+  finish(s: ReplyStats): void {
+    this.#render();
+    const parts = [
+      `${s.completionTokens} token${s.completionTokens === 1 ? "" : "s"}`,
+      s.decodeTps ? `${s.decodeTps.toFixed(1)} tok/s` : null,
+      s.ttftMs ? `first token ${Math.round(s.ttftMs)} ms` : null,
+      s.promptTokens ? `prompt ${s.promptTokens} tokens` : null,
+      s.finishReason === "length" ? "hit max tokens" : s.finishReason === "cancelled" ? "stopped" : null,
+    ].filter(Boolean);
+    this.meta.replaceChildren(h("span", { class: "stats" }, parts.join(" · ")));
+    this.el.dataset.state = s.finishReason === "cancelled" ? "stopped" : "done";
+    if (s.tokenIds) this.el.dataset.tokenIds = s.tokenIds.join(",");
+    this.el.dataset.tps = String(s.decodeTps);
+    this.el.dataset.ttftMs = String(s.ttftMs);
+  }
+
+  fail(message: string): void {
+    this.#render();
+    this.meta.replaceChildren(h("span", { class: "error", role: "alert" }, message));
+    this.el.dataset.state = "error";
+  }
+
+  #render(): void {
+    cancelAnimationFrame(this.#frame);
+    this.#frame = 0;
+    renderMarkdown(this.body, this.text);
+    this.scroll();
+  }
+}

@@ -1,0 +1,2 @@
+/** Kernel lab page (placeholder while the lab registry lands). */
+export function startLab(): void {}
