@@ -53,10 +53,9 @@ def main():
 
     with open(a.config) as f:
         cfg = json.load(f)
-    for k in ("quantization", "quantization_config"):
+    for k in ("quantization", "quantization_config", "torch_dtype", "dtype"):
         cfg.pop(k, None)
     model_type = cfg.pop("model_type")
-    cfg["torch_dtype"] = "bfloat16"
     config = AutoConfig.for_model(model_type, **cfg)
     config.eos_token_id = None
     config.bos_token_id = None

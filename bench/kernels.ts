@@ -14,7 +14,7 @@ import { attentionDecode, attentionPrefill } from "../src/ops/attention.ts";
 import type { OpContext } from "../src/ops/context.ts";
 import { bitsPerWeight } from "../src/ops/linear.ts";
 import { matmul } from "../src/ops/matmul.ts";
-import type { Ceilings } from "./probes.ts";
+import type { BenchCeilings } from "./report.ts";
 import { GpuTimer, type TimerOptions } from "./timer.ts";
 
 export interface KernelFigure {
@@ -44,7 +44,7 @@ const LINEARS: { name: string; get: (l: DecoderWeights["layers"][number]) => Lin
 
 export async function measureKernels(
   engine: Engine,
-  ceil: Ceilings,
+  ceil: BenchCeilings,
   o: { depths: number[]; timer?: TimerOptions; log?: (s: string) => void },
 ): Promise<KernelFigure[]> {
   const w = engine.weights as DecoderWeights;

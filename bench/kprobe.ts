@@ -6,7 +6,8 @@ import { attentionDecode } from "../src/ops/attention.ts";
 import type { Linear } from "../src/ops/linear.ts";
 import { setMatmulTuning } from "../src/ops/matmul.ts";
 
-const gpu = await Gpu.create();
+const F32 = Deno.args.includes("--f32");
+const gpu = await Gpu.create({ f16: !F32 });
 console.log(JSON.stringify(gpu.info));
 const dev = gpu.device;
 function buf(size: number, fill = true) {
@@ -54,25 +55,27 @@ for (const [name, N, K] of shapes) {
   const bytes = N * K * (0.5 + 4 / 64);
   for (const M of [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
-    for (const T of [4, 8, 16, 32]) for (const U of [1, 2, 4]) for (const WG of [64, 128, 256]) {
-      if (T > WG) continue;
-      setMatmulTuning({ vec: { T, U, WG } });
-      const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} U=${U} WG=${WG}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec" }); }, 30, bytes * 6, 2 * N * K * M * 6);
-      if (per < bestPer) { bestPer = per; bestCfg = `T=${T} U=${U} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
+    for (const magic of [true, false]) for (const T of [8, 16, 32]) for (const U of [1, 2, 4]) for (const WG of [64, 128, 256]) {
+      if (T > WG || (M === 4 && WG === 256)) continue;
+      setMatmulTuning({ vec: { T, U, WG, magic } });
+      const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} U=${U} WG=${WG} magic=${magic}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec" }); }, 30, bytes * 6, 2 * N * K * M * 6);
+      if (per < bestPer) { bestPer = per; bestCfg = `T=${T} U=${U} WG=${WG} magic=${magic} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
     }
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 2, WG: 128 } });
-  for (const [TM, TN] of [[4, 4], [8, 4], [4, 8], [8, 8]]) {
-    setMatmulTuning({ tiled: { TM, TN } });
-    const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM} TN=${TN}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
+  setMatmulTuning({ vec: { T: 0, U: 2, WG: 128, magic: true } });
+  if (F32) continue;
+  for (const TM of [4, 8]) {
+    setMatmulTuning({ tiled: { TM } });
+    const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
     const k = `tiled ${name}`; const g = 2 * N * K * 512 / per / 1e9;
-    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} TN=${TN} ${g.toFixed(0)}`;
+    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} GFLOP/s ${g.toFixed(0)}`;
   }
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
+if (F32) Deno.exit(0);
 // decode attention at depth: one layer's KV, pages contiguous
 for (const len of [1024, 4096, 16384]) {
   const ps = 16, pages = len / ps;

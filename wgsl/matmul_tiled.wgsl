@@ -1,19 +1,19 @@
 // Tiled matmul for many rows (prefill chunks), compute-bound:
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
 // Same weight formats, epilogues and bindings as matmul_vec.wgsl (w read as plain u32 words here).
-// Grid: (ceil(N / BN), ceil(M / BM)) with BM = 16·TM, BN = 16·TN. 256 lanes (16×16) own one BM×BN tile,
-// each lane a TM×TN block (rows ty·TM.., columns tx·TN..). K is walked in tiles of BK = 32 values (one
-// quant unit): the x tile and the W tile, dequantized once per tile by whole words, are staged in workgroup
-// memory (f32, k-major so the inner loop reads vec4s). Each output is a sequential sum over k in the same
-// order whatever M is (batch invariance).
+// Grid: (ceil(N / 64), ceil(M / BM)), BM = 16·TM (TM = 4 or 8). 256 lanes (16×16) own one BM×64 tile, each
+// lane a TM×4 block held in named vec4 accumulators (arrays indexed in loops can spill to local memory).
+// K is walked in tiles of 32 values (one quant unit): the x tile and the W tile, dequantized once per tile,
+// are staged in workgroup memory as k-major vec4s; the next tile's raw words are prefetched into registers
+// while the current one is multiplied. Each output is a sequential sum over k in the same order whatever
+// M is (batch invariance).
 #include "lib/common.wgsl"
 
 override BITS: u32 = 4;
 override GS: u32 = 64;
-const TM: u32 = {{TM}}u;     // rows per lane (multiple of 4)
-const TN: u32 = {{TN}}u;     // columns per lane (multiple of 4)
+const TM: u32 = {{TM}}u;     // rows per lane: 4 or 8
 const BM: u32 = 16u * TM;
-const BN: u32 = 16u * TN;
+const BN: u32 = 64u;
 const BK: u32 = 32u;
 
 struct Params {
@@ -49,22 +49,21 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
-var<workgroup> xs: array<vec4<f32>, BK * BM / 4u>;  // [k][m]
-var<workgroup> ws: array<vec4<f32>, BK * BN / 4u>;  // [k][n]
+var<workgroup> xs: array<vec4<f32>, BK * BM / 4u>;  // [k][m/4]
+var<workgroup> ws: array<vec4<f32>, BK * BN / 4u>;  // [k][n/4]
 
-fn half_at(word: u32, idx: u32) -> f32 {
+// One 16-bit float (bf16, or f16 with SCALE_F16) held in the low half of a word.
+fn half16(h: u32) -> f32 {
 #ifdef SCALE_F16
-  return unpack2x16float(word)[idx & 1u];
+  return unpack2x16float(h).x;
 #else
-  return select(bf16_lo(word), bf16_hi(word), (idx & 1u) == 1u);
+  return bitcast<f32>(h << 16u);
 #endif
 }
 
-fn xs_set(k: u32, m: u32, v: f32) {
-  xs[(k * BM + m) / 4u][m % 4u] = v;
-}
-fn ws_set(k: u32, n: u32, v: f32) {
-  ws[(k * BN + n) / 4u][n % 4u] = v;
+// Value `lane` (0..7) of 8 halves held in a vec4<u32>.
+fn h8(r: vec4<u32>, lane: u32) -> f32 {
+  return unpack2x16float(r[lane / 2u])[lane % 2u];
 }
 
 @compute @workgroup_size(256)
@@ -74,91 +73,142 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let tx = lid % 16u;
   let ty = lid / 16u;
   let K = params.K;
-  var acc: array<array<f32, TN>, TM>;
-  for (var i = 0u; i < TM; i++) { for (var j = 0u; j < TN; j++) { acc[i][j] = 0.0; } }
+  var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
+#if TM8
+  var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
+#endif
 
-  for (var k0 = 0u; k0 < K; k0 += BK) {
-    // x tile: BM rows × 4 chunks of 8 values; 4 consecutive lanes read one row's 32 values.
-    for (var t = lid; t < BM * 4u; t += 256u) {
-      let r = t / 4u;
-      let c = t % 4u;
-      let m = min(m0 + r, params.M - 1u);
-      let e = (params.row0 + m) * K + k0 + c * 8u;
+  // Staging tasks: lanes [0, BM) own x (4 rows × 8 k), lanes [BM, BM + BN) own W (4 rows × 8 k).
+  let xt = lid < BM;
+  let wt = lid >= BM && lid < BM + BN;
+  let tsk = select(lid - BM, lid, xt);
+  let r4 = tsk / 4u;   // group of 4 rows
+  let c = tsk % 4u;    // chunk of 8 k
+
+  var rx: array<vec4<u32>, 4>;   // x rows (F16: 8 halves each; f32: values 0-3 as bits, 4-7 in rx2)
+#ifndef F16
+  var rx2: array<vec4<u32>, 4>;
+#endif
+  var rw: array<vec4<u32>, 4>;   // W rows: up to 3 words in xyz, packed scale|bias (16-bit each) in w
+
+  for (var k0 = 0u; k0 < K + BK; k0 += BK) {
+    // 1. Store the tile fetched in the previous iteration.
+    if (k0 > 0u) {
+      let kt = k0 - BK;
+      if (xt) {
+        for (var e = 0u; e < 8u; e++) {
 #ifdef F16
-      let v = x[e / 8u];
-      for (var q = 0u; q < 4u; q++) {
-        let h = unpack2x16float(v[q]);
-        xs_set(c * 8u + 2u * q, r, h.x);
-        xs_set(c * 8u + 2u * q + 1u, r, h.y);
-      }
+          let v = vec4<f32>(h8(rx[0], e), h8(rx[1], e), h8(rx[2], e), h8(rx[3], e));
 #else
-      let a = x[e / 4u];
-      let b = x[e / 4u + 1u];
-      for (var q = 0u; q < 4u; q++) {
-        xs_set(c * 8u + q, r, a[q]);
-        xs_set(c * 8u + 4u + q, r, b[q]);
-      }
+          var v: vec4<f32>;
+          if (e < 4u) {
+            v = bitcast<vec4<f32>>(vec4<u32>(rx[0][e], rx[1][e], rx[2][e], rx[3][e]));
+          } else {
+            v = bitcast<vec4<f32>>(vec4<u32>(rx2[0][e - 4u], rx2[1][e - 4u], rx2[2][e - 4u], rx2[3][e - 4u]));
+          }
 #endif
-    }
-    // W tile: BN rows × 32 values, 8 values per lane-step (consecutive lanes on consecutive rows).
-    for (var t = lid; t < BN * 4u; t += 256u) {
-      let r = t % BN;
-      let c = t / BN;
-      let n = min(n0 + r, params.N - 1u);
-      let kk = k0 + c * 8u;
+          xs[(c * 8u + e) * (BM / 4u) + r4] = v;
+        }
+      }
+      if (wt) {
+        var vals: array<vec4<f32>, 8>;   // vals[e][row]
+        for (var i = 0u; i < 4u; i++) {
+          let kk = kt + c * 8u;
 #ifdef QUANT
-      let gi = n * (K / GS) + kk / GS;
-      let s = half_at(scales[gi >> 1u], gi);
-      let b = half_at(biases[gi >> 1u], gi);
-      // The 8 values span at most 3 words: load them once, extract from registers.
-      let bit0 = kk * BITS;
-      let wb = n * (K * BITS / 32u) + (bit0 >> 5u);
-      var wv = array<u32, 3>(w[wb], w[wb + 1u], w[wb + 2u]);
-      let off = bit0 & 31u;
-      for (var e = 0u; e < 8u; e++) {
-        let bit = off + e * BITS;
-        let sh = bit & 31u;
-        var v = wv[bit >> 5u] >> sh;
-        if (sh + BITS > 32u) { v = v | (wv[(bit >> 5u) + 1u] << (32u - sh)); }
-        ws_set(c * 8u + e, r, s * f32(v & ((1u << BITS) - 1u)) + b);
-      }
+          let s = half16(rw[i].w & 0xffffu);
+          let b = half16(rw[i].w >> 16u);
+          let off = (kk * BITS) & 31u;
+          for (var e = 0u; e < 8u; e++) {
+            let bit = off + e * BITS;
+            let sh = bit & 31u;
+            var v = rw[i][bit >> 5u] >> sh;
+            if (sh + BITS > 32u) { v = v | (rw[i][(bit >> 5u) + 1u] << (32u - sh)); }
+            vals[e][i] = s * f32(v & ((1u << BITS) - 1u)) + b;
+          }
 #else
-      let base = (n * K + kk) >> 1u;
-      for (var e = 0u; e < 4u; e++) {
-        // 16-bit K need only be a multiple of 8: W past K is zero (x there is finite), so the tail adds 0.
-        let u = select(0u, w[base + e], kk < K);
+          for (var e = 0u; e < 4u; e++) {
+            let u = rw[i][e];
 #ifdef WF16
-        let h = unpack2x16float(u);
-        ws_set(c * 8u + 2u * e, r, h.x);
-        ws_set(c * 8u + 2u * e + 1u, r, h.y);
+            let h = unpack2x16float(u);
 #else
-        ws_set(c * 8u + 2u * e, r, bf16_lo(u));
-        ws_set(c * 8u + 2u * e + 1u, r, bf16_hi(u));
+            let h = vec2<f32>(bf16_lo(u), bf16_hi(u));
 #endif
+            vals[2u * e][i] = h.x;
+            vals[2u * e + 1u][i] = h.y;
+          }
+#endif
+        }
+        for (var e = 0u; e < 8u; e++) { ws[(c * 8u + e) * (BN / 4u) + r4] = vals[e]; }
       }
-#endif
     }
     workgroupBarrier();
-    for (var kk = 0u; kk < BK; kk++) {
-      var a: array<vec4<f32>, TM / 4u>;
-      var b: array<vec4<f32>, TN / 4u>;
-      for (var i = 0u; i < TM / 4u; i++) { a[i] = xs[(kk * BM + ty * TM) / 4u + i]; }
-      for (var j = 0u; j < TN / 4u; j++) { b[j] = ws[(kk * BN + tx * TN) / 4u + j]; }
-      for (var i = 0u; i < TM; i++) {
-        let av = a[i / 4u][i % 4u];
-        for (var j = 0u; j < TN; j++) { acc[i][j] = fma(av, b[j / 4u][j % 4u], acc[i][j]); }
+    // 2. Prefetch the next tile's raw words into registers (overlaps the multiply below).
+    if (k0 < K) {
+      if (xt) {
+        for (var i = 0u; i < 4u; i++) {
+          let m = min(m0 + r4 * 4u + i, params.M - 1u);
+          let e = (params.row0 + m) * K + k0 + c * 8u;
+#ifdef F16
+          rx[i] = x[e / 8u];
+#else
+          rx[i] = bitcast<vec4<u32>>(x[e / 4u]);
+          rx2[i] = bitcast<vec4<u32>>(x[e / 4u + 1u]);
+#endif
+        }
+      }
+      if (wt) {
+        for (var i = 0u; i < 4u; i++) {
+          let n = min(n0 + r4 * 4u + i, params.N - 1u);
+          let kk = k0 + c * 8u;
+#ifdef QUANT
+          let wb = n * (K * BITS / 32u) + ((kk * BITS) >> 5u);
+          let gi = n * (K / GS) + kk / GS;
+          let sw = scales[gi >> 1u];
+          let bw = biases[gi >> 1u];
+          // Keep this value's 16-bit scale in the low half and bias in the high half.
+          let sh = (gi & 1u) * 16u;
+          let sb = ((sw >> sh) & 0xffffu) | (((bw >> sh) & 0xffffu) << 16u);
+          rw[i] = vec4<u32>(w[wb], w[wb + 1u], w[wb + 2u], sb);
+#else
+          let base = (n * K + kk) >> 1u;
+          rw[i] = vec4<u32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+#endif
+        }
+      }
+    }
+    // 3. Multiply the staged tile.
+    if (k0 > 0u) {
+      for (var kk = 0u; kk < BK; kk++) {
+        let b = ws[kk * (BN / 4u) + tx];
+        let a0 = xs[kk * (BM / 4u) + ty * (TM / 4u)];
+        acc0 = fma(vec4<f32>(a0.x), b, acc0);
+        acc1 = fma(vec4<f32>(a0.y), b, acc1);
+        acc2 = fma(vec4<f32>(a0.z), b, acc2);
+        acc3 = fma(vec4<f32>(a0.w), b, acc3);
+#if TM8
+        let a1 = xs[kk * (BM / 4u) + ty * 2u + 1u];
+        acc4 = fma(vec4<f32>(a1.x), b, acc4);
+        acc5 = fma(vec4<f32>(a1.y), b, acc5);
+        acc6 = fma(vec4<f32>(a1.z), b, acc6);
+        acc7 = fma(vec4<f32>(a1.w), b, acc7);
+#endif
       }
     }
     workgroupBarrier();
   }
 
+#if TM8
+  var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
+#else
+  var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3);
+#endif
   for (var i = 0u; i < TM; i++) {
     let m = m0 + ty * TM + i;
     if (m >= params.M) { break; }
-    for (var j = 0u; j < TN; j++) {
-      let n = n0 + tx * TN + j;
+    for (var j = 0u; j < 4u; j++) {
+      let n = n0 + tx * 4u + j;
       if (n >= params.N) { break; }
-      var v = acc[i][j];
+      var v = accs[i][j];
 #ifdef BIAS
       v += bias[n];
 #endif

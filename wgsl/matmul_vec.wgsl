@@ -102,6 +102,13 @@ fn half4(a: u32, b: u32) -> vec4<f32> {
 #endif
 }
 
+// Q4 without int→float conversions: OR-ing the masked nibble k of a half-word into the mantissa of 2^23
+// gives 2^23 + q·16^k exactly. Products are summed per nibble position and scaled by 16^-k once per unit.
+fn magic4(h: u32) -> vec4<f32> {
+  let v = (vec4<u32>(h) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)) | vec4<u32>(0x4b000000u);
+  return bitcast<vec4<f32>>(v) - vec4<f32>(8388608.0);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -150,6 +157,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let gi = nn * gpr + (u * 32u) / GS;
         let s = half_at(scales[gi >> 1u], gi);
         let b = half_at(biases[gi >> 1u], gi);
+#if QMAGIC
+        for (var j = 0u; j < MB; j++) {
+          var pk = vec4<f32>(0.0);   // Σ q_k·16^k·x, by nibble position k within a half-word
+          var sx = vec4<f32>(0.0);
+          for (var c = 0u; c < 4u; c++) {
+            let xv = x8(xr[j] + u * 32u + c * 8u);
+            let wd = wq[i][c];
+            pk = fma(magic4(wd & 0xffffu), xv[0], pk);
+            pk = fma(magic4(wd >> 16u), xv[1], pk);
+            sx += xv[0] + xv[1];
+          }
+          let dq = dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+          acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
+        }
+#else
         for (var j = 0u; j < MB; j++) {
           var dq = 0.0;
           var sx = vec4<f32>(0.0);
@@ -176,6 +198,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
           }
           acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
         }
+#endif
 #else
         let w0 = half4(wq[i].x, wq[i].y);
         let w1 = half4(wq[i].z, wq[i].w);

@@ -22,8 +22,9 @@ const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
        [--steps-per-submit N] [--max-body-mb N] [--f32]`;
 
-function mib(b: number): string {
-  return b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
+function size(b: number): string {
+  if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
+  return b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(1)} MiB` : `${(b / 2 ** 10).toFixed(0)} KiB`;
 }
 
 /** `name` as a folder inside `root`, after resolving `..` and symlinks; anything outside is refused. */
@@ -96,8 +97,8 @@ export async function main(argv: string[]): Promise<number> {
         `[flint] serving ${name} (${engine.info.modelType}, ${engine.info.quantization})`,
         `  adapter         ${engine.gpu.info.adapter}${engine.gpu.info.f16 ? " (f16)" : " (f32)"}`,
         `  context window  ${ctxLine}`,
-        `  weights         ${mib(engine.info.weightBytes)}`,
-        `  KV cache        ${mib(mem.kv)} (${engine.kv.freePages} pages of ${mib(engine.kv.bytesPerPage)}), max batch ${engine.maxBatch}`,
+        `  weights         ${size(engine.info.weightBytes)}`,
+        `  KV cache        ${size(mem.kv)} (${engine.kv.freePages} pages of ${size(engine.kv.bytesPerPage)}), max batch ${engine.maxBatch}`,
         `  models dir      ${modelsDir}`,
         `  API key         ${apiKey ? "required (Bearer or x-api-key)" : "not set"}`,
         `Listening on http://${shown}:${addr.port}`,

@@ -8,6 +8,7 @@ import type { KernelCase } from "./case.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts";
 import { addCase, siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
+import { fillCase } from "./cases/fill.ts";
 import { matmulTiledCase, matmulVecCase } from "./cases/matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
 import { ropeCase } from "./cases/rope.ts";
@@ -28,6 +29,7 @@ export const CASES: readonly KernelCase[] = [
   addCase,
   sampleCase,
   stepBeginCase,
+  fillCase,
 ];
 
 /** Case for a kernel file name ("matmul_vec.wgsl", "wgsl/matmul_vec.wgsl" or "matmul_vec"). */

@@ -28,12 +28,12 @@ export interface MatmulArgs {
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
   /** Vector kernel: lanes per output column (0 = pick from K), workgroup size, units in flight per lane. */
-  vec: { T: number; WG: number; U: number };
-  /** Tiled kernel: outputs per lane along M and N (tile = 16·TM × 16·TN). */
-  tiled: { TM: number; TN: number };
+  vec: { T: number; WG: number; U: number; magic: boolean };
+  /** Tiled kernel: rows per lane, 4 or 8 (tile = 16·TM × 64). */
+  tiled: { TM: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 128, U: 2 }, tiled: { TM: 8, TN: 8 } };
+const tuning: MatmulTuning = { vec: { T: 0, WG: 128, U: 2, magic: true }, tiled: { TM: 8 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -70,18 +70,21 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       // Enough lanes per column that each streams ~8 units; at most a subgroup so the team can shuffle.
       const T = tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8))));
       const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
-      const vdefs = { ...defines, MB: M === 1 ? 1 : 4, U, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}) };
+      const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
+      const vdefs = {
+        ...defines, MB: M === 1 ? 1 : 4, U, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
+      };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
         buffers,
         params,
         grid: grid1d(Math.ceil(s.n / (WG / T))),
       });
     } else {
-      const { TM, TN } = tuning.tiled;
-      await record(ctx, { file: "matmul_tiled.wgsl", defines: { ...defines, TM, TN }, overrides }, {
+      const { TM } = tuning.tiled;
+      await record(ctx, { file: "matmul_tiled.wgsl", defines: { ...defines, TM, ...(TM === 8 ? { TM8: 1 } : {}) }, overrides }, {
         buffers,
         params,
-        grid: [Math.ceil(s.n / (16 * TN)), Math.ceil(M / (16 * TM)), 1],
+        grid: [Math.ceil(s.n / 64), Math.ceil(M / (16 * TM)), 1],
       });
     }
   }

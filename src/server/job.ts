@@ -9,7 +9,7 @@ import { ContextWindowError } from "../errors.ts";
 import type { Served } from "./host.ts";
 import type { Metrics } from "./metrics.ts";
 import type { RenderedPrompt } from "./prompt.ts";
-import { type ParsedCall, ToolCallParser, type ToolPiece } from "./tools.ts";
+import { ToolCallParser, type ToolPiece } from "./tools.ts";
 
 export interface JobSpec {
   prompt: RenderedPrompt;
@@ -18,12 +18,6 @@ export interface JobSpec {
   sampling: SamplingParams;
   stop: string[];
   signal: AbortSignal;
-}
-
-export interface JobOutput {
-  text: string;
-  calls: ParsedCall[];
-  result: GenerationResult;
 }
 
 /** The tokens the request may generate; refuses (never truncates) a prompt that does not fit. */
@@ -68,17 +62,6 @@ export class Job {
     this.#metrics.generation(r);
     if (r.finishReason === "error") throw r.error ?? new Error("generation failed");
     return r;
-  }
-
-  /** Runs to the end (non-streaming). */
-  async collect(): Promise<JobOutput> {
-    let text = "";
-    const calls: ParsedCall[] = [];
-    for await (const piece of this.pieces()) {
-      if (piece.type === "text") text += piece.text;
-      else calls.push(piece.call);
-    }
-    return { text, calls, result: await this.result() };
   }
 }
 

@@ -4,25 +4,16 @@
  * @module
  */
 import { Hono } from "hono";
-import type { GenerationResult } from "../engine/scheduler.ts";
 import { ValidationError } from "../errors.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
-import { errorBody } from "./errors.ts";
-import { asFlintError } from "./errors.ts";
+import { asFlintError, errorBody } from "./errors.ts";
 import { Job, randomId } from "./job.ts";
 import { checkResponseFormat, readCommon, readMessages, readTools } from "./openai_request.ts";
+import { ChatChunker, chatCompletion, finishReason, usage } from "./openai_wire.ts";
 import { type RenderedPrompt, renderChat } from "./prompt.ts";
 import { type SseSink, sseResponse } from "./sse.ts";
+import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
-
-function usage(r: GenerationResult) {
-  return { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens };
-}
-
-function finishReason(r: GenerationResult, calls: number): string {
-  if (r.finishReason === "length") return "length";
-  return calls ? "tool_calls" : "stop";
-}
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -44,53 +35,26 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
       checkResponseFormat(f);
       const prompt = renderChat(served.tokenizer, { turns, tools, toolChoice });
       const job = new Job(served, { prompt, maxTokens: common.maxTokens, sampling: common.sampling, stop: common.stop, signal: abort.signal }, ctx.metrics);
-      const id = randomId("chatcmpl-");
-      const created = now();
-      const model = served.name;
+      const meta = { id: randomId("chatcmpl-"), created: now(), model: served.name, includeUsage: common.includeUsage, callId: () => randomId("call_") };
       const headers = { "flint-sequence-id": String(job.id) };
 
       if (!common.stream) {
-        const out = await job.collect();
-        if (out.result.finishReason === "cancelled") return c.body(null, 499 as any);
-        const tool_calls = out.calls.map((call) => ({ id: randomId("call_"), type: "function", function: call }));
-        return c.json({
-          id, object: "chat.completion", created, model, system_fingerprint: "flint",
-          choices: [{
-            index: 0,
-            message: { role: "assistant", content: out.calls.length && !out.text ? null : out.text, ...(tool_calls.length ? { tool_calls } : {}) },
-            logprobs: null,
-            finish_reason: finishReason(out.result, out.calls.length),
-          }],
-          usage: usage(out.result),
-        }, 200, headers);
+        const pieces: ToolPiece[] = [];
+        for await (const p of job.pieces()) pieces.push(p);
+        const r = await job.result();
+        if (r.finishReason === "cancelled") return c.body(null, 499 as any);
+        return c.json(chatCompletion(meta, pieces, r), 200, headers);
       }
 
       const release = hold();
-      const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
-        id, object: "chat.completion.chunk", created, model, system_fingerprint: "flint",
-        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-        ...(common.includeUsage ? { usage: null } : {}),
-      });
+      const chunker = new ChatChunker(meta);
       return sseResponse(async (sink) => {
         try {
-          sink.send(chunk({ role: "assistant", content: "" }, null));
-          let calls = 0;
-          for await (const p of job.pieces()) {
-            if (p.type === "text") sink.send(chunk({ content: p.text }, null));
-            else {
-              const index = calls++;
-              sink.send(chunk({
-                tool_calls: [{ index, id: randomId("call_"), type: "function", function: { name: p.call.name, arguments: "" } }],
-              }, null));
-              sink.send(chunk({ tool_calls: [{ index, function: { arguments: p.call.arguments } }] }, null));
-            }
-          }
+          for (const x of chunker.start()) sink.send(x);
+          for await (const p of job.pieces()) for (const x of chunker.piece(p)) sink.send(x);
           const r = await job.result();
           if (r.finishReason === "cancelled") return;
-          sink.send(chunk({}, finishReason(r, calls)));
-          if (common.includeUsage) {
-            sink.send({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "flint", choices: [], usage: usage(r) });
-          }
+          for (const x of chunker.end(r)) sink.send(x);
           sink.raw("data: [DONE]");
         } finally {
           release();
@@ -114,12 +78,12 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
       const choice = (text: string, finish: string | null) => ({ text, index: 0, logprobs: null, finish_reason: finish });
 
       if (!common.stream) {
-        const out = await job.collect();
-        if (out.result.finishReason === "cancelled") return c.body(null, 499 as any);
+        let text = "";
+        for await (const p of job.pieces()) if (p.type === "text") text += p.text;
+        const r = await job.result();
+        if (r.finishReason === "cancelled") return c.body(null, 499 as any);
         return c.json({
-          id, object: "text_completion", created, model,
-          choices: [choice(out.text, finishReason(out.result, 0))],
-          usage: usage(out.result),
+          id, object: "text_completion", created, model, choices: [choice(text, finishReason(r, 0))], usage: usage(r),
         }, 200, headers);
       }
       const release = hold();

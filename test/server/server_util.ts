@@ -59,22 +59,27 @@ export interface SseEvent {
 export async function* sseEvents(res: Response): AsyncGenerator<SseEvent> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    buf += value;
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      let event: string | null = null;
-      const data: string[] = [];
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) event = line.slice(7);
-        else if (line.startsWith("data: ")) data.push(line.slice(6));
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let event: string | null = null;
+        const data: string[] = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event: ")) event = line.slice(7);
+          else if (line.startsWith("data: ")) data.push(line.slice(6));
+        }
+        if (data.length) yield { event, data: data.join("\n") };
       }
-      if (data.length) yield { event, data: data.join("\n") };
     }
+  } finally {
+    // Leaving early (break/return) closes the connection: that is how a client disconnects.
+    await reader.cancel().catch(() => {});
   }
 }
 

@@ -72,16 +72,20 @@ export function makeMatmul(mode: "vec" | "tiled", shape: Shape, rng: Rng, env: {
   return { shape, act: env.act, mode, M, N, K, row0, ldy, nOff, out, format, x, shards, bias, y0, cols };
 }
 
-/** Uploads `i` and records one matmul with M rows from `row0` (defaults: the inputs' own). */
-export async function bindMatmul(gpu: Gpu, i: MatmulInputs, over: { M?: number; row0?: number } = {}): Promise<Bound> {
+/**
+ * Uploads `i` and records its matmul; `parts` instead records one matmul per {M, row0} block over the same
+ * buffers (batch-invariance tests compare a row computed alone with the same row inside a larger M).
+ */
+export async function bindMatmul(gpu: Gpu, i: MatmulInputs, parts?: { M: number; row0: number }[]): Promise<Bound> {
   const set = new BufferSet(gpu);
   const yAct: ActDtype = i.out === "act" ? i.act : "f32";
   const x = set.upload("x", encodeAct(i.x, i.act));
   const w = uploadLinear(set, "w", i.format, i.N, i.K, i.shards, i.bias);
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
   const ctx = set.context();
-  const M = over.M ?? i.M;
-  await matmul(ctx, { x, w, y, M, out: i.out, mode: i.mode, row0: over.row0 ?? i.row0, ldy: i.ldy, nOff: i.nOff });
+  for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
+    await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff });
+  }
   const n = i.y0.length;
   return seal(set, ctx, { maxKvLen: 1 }, async () => ({
     y: yAct === "f32" ? await readF32(gpu, y, n) : await readAct(gpu, y, n, i.act),

@@ -52,7 +52,10 @@ export function isGreedy(p: SampleParams): boolean {
   return !(p.temperature > 0) || p.topK === 1;
 }
 
-/** The threshold t on z (see module doc); `slack` > 0 lowers it (a larger top_p goal, a lower min_p bound). */
+/**
+ * The threshold t on z (see module doc). `slack` > 0 lowers it: the top_p goal grows by that fraction and
+ * the min_p bound drops by slack·max(1, |z_max|).
+ */
 export function threshold(z: Float64Array, p: SampleParams, slack = 0): number {
   const V = z.length;
   const sorted = Float64Array.from(z).sort().reverse();
@@ -73,7 +76,7 @@ export function threshold(z: Float64Array, p: SampleParams, slack = 0): number {
       }
     }
   }
-  if (p.minP > 0) t = Math.max(t, zmax + Math.log(p.minP) - slack);
+  if (p.minP > 0) t = Math.max(t, zmax + Math.log(p.minP) - slack * Math.max(1, Math.abs(zmax)));
   return Math.min(t, zmax);
 }
 
@@ -87,8 +90,13 @@ export interface SampleDecision {
   accept: number[];
 }
 
-/** Relative slack for f32 sums over a large vocabulary (thresholds and the draw). */
-const SLACK = 1e-4;
+/**
+ * Relative slack for the GPU's f32 sums over V values (lane chunks, then lanes): a few times the typical
+ * √V·2^-24 rounding, so a draw is called borderline only when rounding could really move it.
+ */
+function slackFor(V: number): number {
+  return 8 * Math.sqrt(V) * 2 ** -24;
+}
 
 /** One logit row's pick. */
 export function sampleRow(row: ArrayLike<number>, p: SampleParams, pos: number, slot: number): SampleDecision {
@@ -96,32 +104,31 @@ export function sampleRow(row: ArrayLike<number>, p: SampleParams, pos: number, 
     const id = argmax(row);
     return { id, support: [id], borderline: false, accept: [id] };
   }
+  const slack = slackFor(row.length);
   const z = Float64Array.from(row, (v) => v / p.temperature);
   const zmax = z.reduce((a, b) => Math.max(a, b), -Infinity);
-  const t = threshold(z, p);
-  const support: number[] = [];
-  for (let i = 0; i < z.length; i++) if (z[i] >= t) support.push(i);
-  const tLoose = threshold(z, p, SLACK);
-  const loose: number[] = [];
-  for (let i = 0; i < z.length; i++) if (z[i] >= tLoose) loose.push(i);
+  const above = (t: number) => [...z.keys()].filter((i) => z[i] >= t);
+  const support = above(threshold(z, p));
+  const loose = above(threshold(z, p, slack));
   let total = 0;
   for (const i of support) total += Math.exp(z[i] - zmax);
   const target = drawU(p.seed, pos, slot) * total;
+  const tol = slack * total;
+  // The pick is the id whose interval of running mass holds the target; ids whose interval comes within
+  // `tol` of it are acceptable too.
   let run = 0;
   let id = support[support.length - 1];
-  let near = Infinity;
+  const accept: number[] = [];
   for (const i of support) {
     const next = run + Math.exp(z[i] - zmax);
-    near = Math.min(near, Math.abs(next - target));
-    if (next > target) {
-      id = i;
-      near = Math.min(near, Math.abs(run - target));
-      break;
-    }
+    if (run <= target && target < next) id = i;
+    if (run - tol <= target && target < next + tol) accept.push(i);
     run = next;
   }
-  const borderline = loose.length !== support.length || near < SLACK * total;
-  return { id, support, borderline, accept: borderline ? loose : [id] };
+  if (!accept.includes(id)) accept.push(id);
+  // A threshold within rounding of an id changes the support itself: then any id of the larger one goes.
+  if (loose.length !== support.length) return { id, support, borderline: true, accept: loose };
+  return { id, support, borderline: accept.length > 1, accept };
 }
 
 /** The slot advance after a pick (a `done` slot is left untouched). */

@@ -1,0 +1,227 @@
+/**
+ * `deno task bench` (or `deno run -A bench/bench.ts`): per model, load time, first-run compilation, prefill
+ * (TTFT) for several prompt lengths, decode tok/s at several depths, peak GPU memory, and per kernel family
+ * GB/s and GFLOP/s against ceilings probed in the same run; optionally the PyTorch baseline of the same shape.
+ * Prints a Markdown table; writes JSON, the table and an SVG chart to --out.
+ *
+ *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
+ *   --model DIR[,DIR]         real model folders ("default": the bundled model)
+ *   --prompts 512,4096,16384  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
+ *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N
+ *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
+ *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
+ *   --out DIR (default bench/results/)  --name LABEL  --json FILE  --quick (tiny sizes, for software GPUs)
+ * Progress goes to stderr, the table to stdout.
+ * @module
+ */
+import { parseFlags } from "../src/cli/args.ts";
+import { FlintError, ValidationError } from "../src/errors.ts";
+import { Gpu } from "../src/gpu/device.ts";
+import { syntheticConfig, syntheticShape } from "../src/loader/synthetic.ts";
+import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
+import { runTorchBaseline, type TorchBaseline } from "./baseline.ts";
+import { measureKernels } from "./kernels.ts";
+import { loadModel, measureE2E, type ModelSpec } from "./measure.ts";
+import { measureCeilings } from "../src/lab/probes.ts";
+import { type BenchCeilings, type BenchResult, markdown, type ModelResult, type RooflineRow, svgChart } from "./report.ts";
+import { BARS, decodeBytes, modelCost, prefillFlops } from "./roofline.ts";
+
+const SPEC = {
+  synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
+  warmup: "number", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
+  baseline: "string", python: "string", "baseline-args": "string", skip: "string", "target-ms": "number",
+  out: "string", name: "string", json: "string", quick: "boolean", help: "boolean",
+} as const;
+
+const log = (s: string) => console.error(s);
+
+function list(s: string | undefined, fallback: number[], flag: string): number[] {
+  if (s === undefined) return fallback;
+  const xs = s.split(",").filter((x) => x.trim()).map(Number);
+  if (xs.some((x) => !Number.isInteger(x) || x < 0)) throw new ValidationError(`--${flag} expects non-negative integers, got "${s}"`, flag);
+  return xs;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const f = parseFlags(argv, SPEC);
+  if (f.help) {
+    console.log(Deno.readTextFileSync(new URL(import.meta.url)).split("\n").slice(1, 16).join("\n").replace(/^ \* ?/gm, ""));
+    return 0;
+  }
+  const q = !!f.quick;
+  const prompts = list(f.prompts, q ? [16, 64] : [512, 4096, 16384], "prompts");
+  const depths = list(f.depths, q ? [0, 64] : [0, 4096, 16384], "depths");
+  const decodeTokens = f["decode-tokens"] ?? (q ? 8 : 128);
+  const runs = f.runs ?? (q ? 1 : 3);
+  const warmup = f.warmup ?? 1;
+  const prefillChunk = f["prefill-chunk"] ?? (q ? 16 : undefined);
+  const skip = new Set((f.skip ?? "").split(",").filter(Boolean));
+  const targetMs = f["target-ms"] ?? (q ? 10 : 100);
+  if (f.baseline !== undefined && f.baseline !== "torch") throw new ValidationError(`--baseline: only "torch" is known`, "baseline");
+
+  const specs: (ModelSpec & { label: string })[] = [];
+  for (const s of (f.synthetic ?? "").split(",").filter(Boolean)) {
+    syntheticShape(s); // fail early on a typo
+    specs.push({ synthetic: s, label: s });
+  }
+  for (const d of (f.model ?? "").split(",").filter(Boolean)) {
+    const dir = d === "default" ? DEFAULT_MODEL_DIR : d;
+    specs.push({ dir, label: dir.split("/").filter(Boolean).pop()! });
+  }
+  if (!specs.length) throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
+
+  const outDir = f.out ?? new URL("./results/", import.meta.url).pathname;
+  const name = f.name ?? specs.map((s) => s.label).join("_") + (q ? "-quick" : "");
+  const jsonPath = f.json ?? `${outDir.replace(/\/$/, "")}/${name}.json`;
+  await Deno.mkdir(outDir, { recursive: true });
+
+  const t0 = performance.now();
+  const probeGpu = await Gpu.create({ f16: !f.f32 });
+  const info = probeGpu.info;
+  const result: BenchResult = {
+    version: 1,
+    date: new Date().toISOString(),
+    command: `deno run -A bench/bench.ts ${argv.join(" ")}`,
+    machine: {
+      adapter: info.adapter, f16: info.f16, subgroups: info.subgroups, timestamps: info.timestamps,
+      maxBindingBytes: info.maxBinding, deno: Deno.version.deno, os: `${Deno.build.os} ${Deno.build.arch}`,
+      cpus: navigator.hardwareConcurrency,
+    },
+    settings: {
+      prompts: prompts.join("/"), depths: depths.join("/"), "decode tokens": decodeTokens, runs, "warm-up runs": warmup,
+      ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}), ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
+    },
+    ceilings: null,
+    models: [],
+  };
+  let ceil: BenchCeilings | null = null;
+  try {
+    if (!skip.has("probes")) {
+      // The kernel lab's probes (src/lab/probes.ts), on a device of their own so the engine's ledger is clean.
+      log(`[bench] probes on ${info.adapter}`);
+      const lab = await measureCeilings(probeGpu);
+      ceil = { readGBs: lab.readGBs, matmulGFLOPs: Math.max(lab.f32GFlops, lab.f16GFlops ?? 0), lab };
+      log(`  read ${lab.readGBs.toFixed(1)} GB/s (wg ${lab.readWG}), matmul f32 ${lab.f32GFlops.toFixed(1)} / f16 ${lab.f16GFlops?.toFixed(1) ?? "–"} GFLOP/s (${lab.method})`);
+    }
+  } finally {
+    probeGpu.destroy();
+  }
+  result.ceilings = ceil;
+
+  let failed = false;
+  for (const spec of specs) {
+    try {
+      result.models.push(await benchModel(spec, {
+        prompts, depths, decodeTokens, runs, warmup, prefillChunk, f32: !!f.f32, seed: f.seed ?? 1,
+        stepsPerSubmit: f["steps-per-submit"], ceil, kernels: !skip.has("kernels"), targetMs,
+        baseline: f.baseline === "torch"
+          ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
+          : null,
+      }));
+    } catch (e) {
+      failed = true;
+      log(`[bench] ${spec.label} failed: ${(e as Error).stack ?? e}`);
+    }
+    await writeOutputs(result, outDir, name, jsonPath);
+  }
+  console.log(markdown(result));
+  log(`[bench] wrote ${jsonPath}, ${outDir.replace(/\/$/, "")}/${name}.{md,svg} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  return failed ? 1 : 0;
+}
+
+interface ModelRunOptions {
+  prompts: number[];
+  depths: number[];
+  decodeTokens: number;
+  runs: number;
+  warmup: number;
+  prefillChunk?: number;
+  f32: boolean;
+  seed: number;
+  stepsPerSubmit?: number;
+  ceil: BenchCeilings | null;
+  kernels: boolean;
+  targetMs: number;
+  baseline: { python?: string; extra?: string[] } | null;
+}
+
+async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOptions): Promise<ModelResult> {
+  const chunk = o.prefillChunk ?? 512;
+  const maxDepth = Math.max(1, ...o.depths);
+  const ctx = Math.ceil(Math.max(...o.prompts, maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
+  log(`[bench] ${spec.label}: loading (context window ${ctx})`);
+  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, f32: o.f32, seed: o.seed });
+  log(`  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${(engine.info.weightBytes / 2 ** 30).toFixed(2)} GiB`);
+  let res: ModelResult;
+  try {
+    const e2e = await measureE2E(engine, {
+      prompts: o.prompts, depths: o.depths, decodeTokens: o.decodeTokens, runs: o.runs, warmup: o.warmup,
+      stepsPerSubmit: o.stepsPerSubmit, seed: o.seed, log,
+    });
+    const kernels = o.kernels && o.ceil
+      ? await measureKernels(engine, o.ceil, { depths: o.depths, timer: { targetMs: o.targetMs }, log })
+      : [];
+    const cost = modelCost(engine);
+    const readBs = (o.ceil?.readGBs ?? NaN) * 1e9;
+    const flops = (o.ceil?.matmulGFLOPs ?? NaN) * 1e9;
+    const roof = (label: string, achievedTps: number, perToken: number, rate: number): RooflineRow => {
+      const ceilingTps = rate / perToken;
+      return { label, achievedTps, perToken, ceilingTps, fraction: achievedTps / ceilingTps };
+    };
+    res = {
+      model: spec.label,
+      source: spec.synthetic ? "synthetic weights" : spec.dir!,
+      dims: engine.config.dims,
+      quantization: engine.info.quantization,
+      contextWindow: engine.contextWindow,
+      weightBytes: engine.info.weightBytes,
+      cost,
+      loadMs,
+      compileMs,
+      e2e,
+      memory: engine.gpu.memory.snapshot(),
+      kernels,
+      roofline: {
+        prefill: e2e.prefill.map((p) => roof(`prefill ${p.tokens}`, p.tps.value, prefillFlops(cost, p.tokens), flops)),
+        prefillAtDepth: e2e.prefillAtDepth.map((p) =>
+          roof(`prefill at ${p.from}-${p.to}`, p.tps.value, prefillFlops(cost, p.to - p.from, p.from), flops)
+        ),
+        decode: e2e.decode.map((d) => roof(`decode at ${d.depth}`, d.tps.value, decodeBytes(cost, d.depth), readBs)),
+      },
+      baseline: null,
+      bar: BARS[spec.label] ?? null,
+    };
+  } finally {
+    engine.destroy();
+  }
+  if (o.baseline) {
+    log(`[bench] ${spec.label}: PyTorch baseline`);
+    const config = spec.synthetic ? syntheticConfig(spec.synthetic) : JSON.parse(await Deno.readTextFile(`${spec.dir}/config.json`));
+    const b: TorchBaseline = await runTorchBaseline(config, {
+      prompts: o.prompts, depths: o.depths, decodeTokens: o.decodeTokens, runs: o.runs, warmup: o.warmup,
+      python: o.baseline.python, extra: o.baseline.extra, log,
+    });
+    if (b.error) log(`  baseline not available: ${b.error}`);
+    res.baseline = b;
+  }
+  return res;
+}
+
+async function writeOutputs(r: BenchResult, dir: string, name: string, jsonPath: string): Promise<void> {
+  const base = `${dir.replace(/\/$/, "")}/${name}`;
+  await Deno.writeTextFile(jsonPath, JSON.stringify(r, null, 2) + "\n");
+  await Deno.writeTextFile(`${base}.md`, markdown(r));
+  await Deno.writeTextFile(`${base}.svg`, svgChart(r));
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (e) {
+    if (e instanceof FlintError) {
+      console.error(`error: ${e.message}`);
+      Deno.exit(e instanceof ValidationError ? 2 : 1);
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,12 @@
+import { svgChart, markdown } from "../report.ts";
+import { BARS } from "../roofline.ts";
+const r = JSON.parse(Deno.readTextFileSync("/tmp/bq/tiny-quick.json"));
+const m = r.models[0];
+m.model = "qwen3-4b"; m.bar = BARS["qwen3-4b"];
+m.e2e.prefill = [512, 4096, 16384].map((t, i) => ({ tokens: t, tps: { value: [6000, 5200, 3900][i], runs: [] }, ttftMs: { value: t / 5, runs: [] } }));
+m.e2e.prefillAtDepth = [{ depth: 16384, from: 13824, to: 15872, tps: { value: 3100, runs: [] } }];
+m.e2e.decode = [0, 4096, 16384].map((d, i) => ({ depth: d, tokens: 128, tps: { value: [380, 330, 250][i], runs: [] } }));
+m.baseline = { framework: "torch 2.5", cache: "static", attn: "sdpa", prefill: [512, 4096, 16384].map((t, i) => ({ tokens: t, tps: [20000, 30000, 25000][i], ttft_ms: 10 })), decode: [0, 4096, 16384].map((d, i) => ({ depth: d, tps: [40, 38, 35][i] })) };
+r.models.push(JSON.parse(JSON.stringify(m))); r.models[1].model = "qwen3-8b"; r.models[1].bar = null;
+Deno.writeTextFileSync("/tmp/bq/fake.svg", svgChart(r));
+console.log(markdown(r));
