@@ -6,7 +6,7 @@
  *
  *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
- *   --prompts 512,4096,16384  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
+ *   --prompts 512,4096,16384  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
@@ -28,7 +28,7 @@ import { BARS, decodeBytes, modelCost, prefillFlops } from "./roofline.ts";
 
 const SPEC = {
   synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
-  warmup: "number", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
+  warmup: "number", "full-warmup": "boolean", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
   baseline: "string", python: "string", "baseline-args": "string", skip: "string", "target-ms": "number",
   out: "string", name: "string", json: "string", quick: "boolean", help: "boolean",
 } as const;
@@ -45,7 +45,8 @@ function list(s: string | undefined, fallback: number[], flag: string): number[]
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
-    console.log(Deno.readTextFileSync(new URL(import.meta.url)).split("\n").slice(1, 16).join("\n").replace(/^ \* ?/gm, ""));
+    const doc = Deno.readTextFileSync(new URL(import.meta.url)).split("\n");
+    console.log(doc.slice(1, doc.findIndex((l) => l.includes("@module"))).join("\n").replace(/^ \* ?/gm, ""));
     return 0;
   }
   const q = !!f.quick;
@@ -113,7 +114,7 @@ export async function main(argv: string[]): Promise<number> {
     try {
       result.models.push(await benchModel(spec, {
         prompts, depths, decodeTokens, runs, warmup, prefillChunk, f32: !!f.f32, seed: f.seed ?? 1,
-        stepsPerSubmit: f["steps-per-submit"], ceil, kernels: !skip.has("kernels"), targetMs,
+        stepsPerSubmit: f["steps-per-submit"], fullWarmup: !!f["full-warmup"], ceil, kernels: !skip.has("kernels"), targetMs,
         baseline: f.baseline === "torch"
           ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
           : null,
@@ -139,6 +140,7 @@ interface ModelRunOptions {
   f32: boolean;
   seed: number;
   stepsPerSubmit?: number;
+  fullWarmup: boolean;
   ceil: BenchCeilings | null;
   kernels: boolean;
   targetMs: number;
@@ -156,7 +158,7 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
   try {
     const e2e = await measureE2E(engine, {
       prompts: o.prompts, depths: o.depths, decodeTokens: o.decodeTokens, runs: o.runs, warmup: o.warmup,
-      stepsPerSubmit: o.stepsPerSubmit, seed: o.seed, log,
+      stepsPerSubmit: o.stepsPerSubmit, fullWarmup: o.fullWarmup, seed: o.seed, log,
     });
     const kernels = o.kernels && o.ceil
       ? await measureKernels(engine, o.ceil, { depths: o.depths, timer: { targetMs: o.targetMs }, log })

@@ -72,6 +72,8 @@ export interface E2EOptions {
   warmup: number;
   stepsPerSubmit?: number;
   seed: number;
+  /** Warm-up runs repeat the measured requests; by default they are cut to the same step layouts. */
+  fullWarmup?: boolean;
   /** Progress lines on stderr. */
   log?: (s: string) => void;
 }
@@ -87,7 +89,7 @@ export interface E2EResult {
   decode: { depth: number; tokens: number; tps: Figure }[];
   /** Prefill rate of the last chunks of a long prompt: positions [from, to) at depth ≈ `depth`. */
   prefillAtDepth: { depth: number; from: number; to: number; tps: Figure }[];
-  /** The warm-up runs (first plan builds of chunk layouts land here): TTFT per prompt length. */
+  /** TTFT of the warm-up requests (first plan builds of chunk layouts land here), by measured prompt length. */
   warmupTtftMs: Record<number, number[]>;
   stepsPerSubmit: number;
   prefillChunk: number;
@@ -139,9 +141,16 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
     for (let run = 0; run < o.warmup + o.runs; run++) {
       const measured = run >= o.warmup;
       for (const r of order) {
-        const maxTokens = r.depth !== null ? o.decodeTokens + 1 : 1;
-        o.log?.(`  ${measured ? "run" : "warm-up"} ${run + 1}/${o.warmup + o.runs}: prompt ${r.len}, ${maxTokens} new`);
-        const gen = sched.submit({ prompt: randomIds(r.len, V, o.seed * 1000003 + run * 7919 + r.len), maxTokens });
+        let len = r.len;
+        let maxTokens = r.depth !== null ? o.decodeTokens + 1 : 1;
+        if (!measured && !o.fullWarmup) {
+          // Same step layouts (a full chunk, the same final chunk, a decode group), without the long prefill.
+          const C = engine.prefillChunk;
+          if (len > C) len = C + ((len - 1) % C) + 1;
+          maxTokens = Math.min(maxTokens, 3);
+        }
+        o.log?.(`  ${measured ? "run" : "warm-up"} ${run + 1}/${o.warmup + o.runs}: prompt ${len}, ${maxTokens} new`);
+        const gen = sched.submit({ prompt: randomIds(len, V, o.seed * 1000003 + run * 7919 + r.len), maxTokens });
         events.set(gen.id, []);
         const res = await gen.result;
         if (res.error) throw res.error;

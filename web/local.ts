@@ -77,7 +77,7 @@ export class LocalModel implements ChatBackend {
     const tok = this.engine.tokenizer;
     if (!tok) throw new TokenizerError(`${this.engine.info.name} has no tokenizer.json: it cannot chat`);
     // Base models without a chat template continue the conversation as plain text.
-    const text = tok.hasChatTemplate ? tok.applyChatTemplate(turns) : turns.map((t) => t.content).join("\n\n");
+    const text = tok.hasChatTemplate ? tok.applyChatTemplate(turns.map((t) => ({ ...t }))) : turns.map((t) => t.content).join("\n\n");
     const prompt = tok.encode(text);
     const room = this.engine.contextWindow - prompt.length;
     const gen = this.#sched.submit({

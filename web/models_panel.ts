@@ -35,7 +35,7 @@ export class ModelsPanel {
     this.#input.addEventListener("change", () => {
       const files = [...(this.#input.files ?? [])];
       this.#input.value = "";
-      if (files.length) this.#run(async () => this.hooks.load(sourceFromFiles(files), true));
+      if (files.length) this.#run(() => this.hooks.load(sourceFromFiles(files), true));
     });
     const drop = byId("local-panel");
     drop.addEventListener("dragover", (e) => {

@@ -107,12 +107,13 @@ export class RemoteModel implements ChatBackend {
 
 /** The `data:` payloads of a server-sent-events stream. */
 async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const reader = body.getReader();
+  const dec = new TextDecoder();
   let buf = "";
   while (true) {
     const { value, done } = await reader.read();
     if (done) break;
-    buf += value;
+    buf += dec.decode(value, { stream: true });
     let i;
     while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
       const block = buf.slice(0, i);

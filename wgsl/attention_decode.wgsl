@@ -10,17 +10,19 @@
 //            opart (R, nq, max_split, hd) f32
 //            ml    (R, nq, max_split) vec2<f32>  (m, l)
 // Grid: (n rows, nkv, splits); splits = ceil(longest KV / SPLIT), splits past a row's length exit at once.
-// Workgroup: WG lanes = KG key groups × L lanes, L = HD/8: a group reads one key row (16 B per lane,
-// coalesced) and owns 8 dims per lane. Scores are reduced across the L lanes (subgroup shuffles when
-// LANE_SUBGROUP), V rows are accumulated per group and the KG partial outputs summed in group order.
+// Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ... in one pass:
+// its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the dot products across the group
+// (subgroup shuffles), and keep an online softmax (running max, sum, output) per query head. The KG group
+// states are then merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;      // head dim
-const G: u32 = {{G}}u;       // query heads per kv head (a define: it sizes per-lane arrays)
 override SPLIT: u32 = 256;   // keys per split
 override WG: u32 = 128;
+override SG: u32 = 32;       // subgroup size the merge assumes (≥ L)
 override L: u32 = HD / 8u;   // lanes per key row
 override KG: u32 = WG / L;   // key rows in flight
+const G: u32 = {{G}}u;       // query heads per kv head (a define: it sizes per-lane arrays)
 
 struct Params {
   row0: u32,       // first step row handled
@@ -43,45 +45,34 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> opart: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 
-var<workgroup> sc: array<f32, G * SPLIT>;
-var<workgroup> red: array<f32, WG>;
-var<workgroup> oacc: array<f32, G * HD>;
-#ifndef LANE_SUBGROUP
-var<workgroup> part: array<f32, WG * G>;
+#ifdef LANE_SUBGROUP
+override NS: u32 = WG / SG;  // merge slots: one per subgroup
+#else
+override NS: u32 = 1u;       // merge slot: groups fold into it one after another
+var<workgroup> sm_dot: array<f32, WG * G>;
 #endif
+var<workgroup> sm_ml: array<vec2<f32>, G * NS>;
+var<workgroup> sm_o: array<vec4<f32>, 2u * G * NS * L>;
+
+struct Kv8 { a: vec4<f32>, b: vec4<f32> }
 
 // 8 values of the cache starting at element e (a multiple of 8).
-fn kv8(e: u32) -> array<vec4<f32>, 2> {
+fn kv8(e: u32) -> Kv8 {
 #ifdef F16
   let v = kv[e / 8u];
-  return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)),
-                             vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+  return Kv8(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
 #else
-  return array<vec4<f32>, 2>(kv[e / 4u], kv[e / 4u + 1u]);
+  return Kv8(kv[e / 4u], kv[e / 4u + 1u]);
 #endif
 }
 
-fn reduce_max(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-fn reduce_sum(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = red[lid] + red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
+// Merge (m2, l2, o2) into (m, l, o): the standard combination of two online-softmax states.
+struct St { m: f32, l: f32, a: vec4<f32>, b: vec4<f32> }
+fn merge(x: St, y: St) -> St {
+  let mn = max(x.m, y.m);
+  let c1 = exp(x.m - mn);
+  let c2 = exp(y.m - mn);
+  return St(mn, x.l * c1 + y.l * c2, x.a * c1 + y.a * c2, x.b * c1 + y.b * c2);
 }
 
 @compute @workgroup_size(WG)
@@ -104,86 +95,112 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let d0 = lane * 8u;
 
   // This lane's 8 dims of every query head, pre-scaled.
-  var qv: array<array<vec4<f32>, 2>, G>;
+  var qa: array<vec4<f32>, G>;
+  var qb: array<vec4<f32>, G>;
   for (var g = 0u; g < G; g++) {
-    let qb = r * nq * HD + (h * G + g) * HD + d0;
-    for (var c = 0u; c < 2u; c++) {
-      qv[g][c] = vec4<f32>(f32(q[qb + 4u * c]), f32(q[qb + 4u * c + 1u]), f32(q[qb + 4u * c + 2u]),
-                           f32(q[qb + 4u * c + 3u])) * params.scale;
-    }
+    let o = r * nq * HD + (h * G + g) * HD + d0;
+    qa[g] = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * params.scale;
+    qb[g] = vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])) * params.scale;
   }
 
-  // Scores: group grp takes keys grp, grp + KG, ...; its L lanes each dot 8 dims, then sum.
+  // One pass over this group's keys with an online softmax per head.
+  var m: array<f32, G>;
+  var l: array<f32, G>;
+  var oa: array<vec4<f32>, G>;
+  var ob: array<vec4<f32>, G>;
+  for (var g = 0u; g < G; g++) { m[g] = -3.0e38; l[g] = 0.0; oa[g] = vec4<f32>(0.0); ob[g] = vec4<f32>(0.0); }
   for (var t0 = 0u; t0 < nj; t0 += KG) {
     let t = t0 + grp;
+    let valid = t < nj;
     let j = j0 + min(t, nj - 1u);
     let kb = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d0;
     let k = kv8(kb);
-    for (var g = 0u; g < G; g++) {
-      var p = dot(qv[g][0], k[0]) + dot(qv[g][1], k[1]);
+    let v = kv8(kb + nkv * ps * HD);  // V lives nkv·ps·hd after K in the page
+    var dots: array<f32, G>;
+    for (var g = 0u; g < G; g++) { dots[g] = dot(qa[g], k.a) + dot(qb[g], k.b); }
+    // Sum the L lanes of the group: shuffles inside a subgroup, or workgroup memory.
 #ifdef LANE_SUBGROUP
-      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { p += subgroupShuffleXor(p, mask); }
-      if (lane == 0u && t < nj) { sc[g * SPLIT + t] = p; }
-#else
-      part[lid * G + g] = p;
-#endif
+    for (var g = 0u; g < G; g++) {
+      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { dots[g] += subgroupShuffleXor(dots[g], mask); }
     }
-#ifndef LANE_SUBGROUP
+#else
+    for (var g = 0u; g < G; g++) { sm_dot[lid * G + g] = dots[g]; }
     workgroupBarrier();
-    if (lane == 0u && t < nj) {
+    for (var g = 0u; g < G; g++) {
+      var p = 0.0;
+      for (var i = 0u; i < L; i++) { p += sm_dot[(grp * L + i) * G + g]; }
+      dots[g] = p;
+    }
+    workgroupBarrier();
+#endif
+    if (valid) {
       for (var g = 0u; g < G; g++) {
-        var p = 0.0;
-        for (var i = 0u; i < L; i++) { p += part[(lid + i) * G + g]; }
-        sc[g * SPLIT + t] = p;
+        let mn = max(m[g], dots[g]);
+        let c = exp(m[g] - mn);
+        let p = exp(dots[g] - mn);
+        l[g] = l[g] * c + p;
+        oa[g] = oa[g] * c + p * v.a;
+        ob[g] = ob[g] * c + p * v.b;
+        m[g] = mn;
       }
     }
-    workgroupBarrier();
-#endif
   }
-  workgroupBarrier();
 
-  // Per head: max and exponentials (fixed-order reductions).
-  for (var g = 0u; g < G; g++) {
-    var mx = -3.0e38;
-    for (var t = lid; t < nj; t += WG) { mx = max(mx, sc[g * SPLIT + t]); }
-    mx = reduce_max(mx, lid);
-    var sum = 0.0;
-    for (var t = lid; t < nj; t += WG) {
-      let p = exp(sc[g * SPLIT + t] - mx);
-      sc[g * SPLIT + t] = p;
-      sum += p;
-    }
-    sum = reduce_sum(sum, lid);
-    if (lid == 0u) { ml[(r * nq + h * G + g) * params.max_split + s] = vec2<f32>(mx, sum); }
-  }
-  for (var i = lid; i < G * HD; i += WG) { oacc[i] = 0.0; }
-  workgroupBarrier();
-
-  // V: group grp accumulates keys grp, grp + KG, ... over its lanes' 8 dims, for all G heads.
-  var o: array<array<vec4<f32>, 2>, G>;
-  for (var g = 0u; g < G; g++) { o[g][0] = vec4<f32>(0.0); o[g][1] = vec4<f32>(0.0); }
-  for (var t = grp; t < nj; t += KG) {
-    let j = j0 + t;
-    let vb = pages[prow + j / ps] * pstride + (nkv + h) * ps * HD + (j % ps) * HD + d0;
-    let v = kv8(vb);
+  // Merge the KG group states in a fixed order.
+#ifdef LANE_SUBGROUP
+  let per_sg = SG / L;
+  for (var mask = L; mask < SG; mask = mask << 1u) {
     for (var g = 0u; g < G; g++) {
-      let p = sc[g * SPLIT + t];
-      o[g][0] = fma(vec4<f32>(p), v[0], o[g][0]);
-      o[g][1] = fma(vec4<f32>(p), v[1], o[g][1]);
+      let o = merge(St(m[g], l[g], oa[g], ob[g]), St(subgroupShuffleXor(m[g], mask), subgroupShuffleXor(l[g], mask),
+                    subgroupShuffleXor(oa[g], mask), subgroupShuffleXor(ob[g], mask)));
+      m[g] = o.m; l[g] = o.l; oa[g] = o.a; ob[g] = o.b;
     }
   }
-  // Sum the KG partial outputs in group order (deterministic).
+  if (grp % per_sg == 0u) {
+    let slot = grp / per_sg;
+    for (var g = 0u; g < G; g++) {
+      if (lane == 0u) { sm_ml[g * NS + slot] = vec2<f32>(m[g], l[g]); }
+      sm_o[((g * NS + slot) * L + lane) * 2u] = oa[g];
+      sm_o[((g * NS + slot) * L + lane) * 2u + 1u] = ob[g];
+    }
+  }
+  workgroupBarrier();
+#else
+  // Fold the groups into slot 0 one after another: read (barrier) write (barrier).
   for (var gi = 0u; gi < KG; gi++) {
+    var merged: array<St, G>;
     if (grp == gi) {
       for (var g = 0u; g < G; g++) {
-        for (var c = 0u; c < 8u; c++) { oacc[g * HD + d0 + c] += o[g][c / 4u][c % 4u]; }
+        merged[g] = St(m[g], l[g], oa[g], ob[g]);
+        if (gi > 0u) {
+          merged[g] = merge(St(sm_ml[g].x, sm_ml[g].y, sm_o[(g * L + lane) * 2u], sm_o[(g * L + lane) * 2u + 1u]), merged[g]);
+        }
+      }
+    }
+    workgroupBarrier();
+    if (grp == gi) {
+      for (var g = 0u; g < G; g++) {
+        if (lane == 0u) { sm_ml[g] = vec2<f32>(merged[g].m, merged[g].l); }
+        sm_o[(g * L + lane) * 2u] = merged[g].a;
+        sm_o[(g * L + lane) * 2u + 1u] = merged[g].b;
       }
     }
     workgroupBarrier();
   }
-  for (var i = lid; i < G * HD; i += WG) {
-    let g = i / HD;
-    let d = i % HD;
-    opart[((r * nq + h * G + g) * params.max_split + s) * HD + d] = oacc[i];
+#endif
+  // Lanes finish one head's 8 dims each: merge the slots in order, write the split's partial.
+  for (var idx = lid; idx < G * L; idx += WG) {
+    let g = idx / L;
+    let ln = idx % L;
+    var st = St(-3.0e38, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var i = 0u; i < NS; i++) {
+      st = merge(st, St(sm_ml[g * NS + i].x, sm_ml[g * NS + i].y, sm_o[((g * NS + i) * L + ln) * 2u], sm_o[((g * NS + i) * L + ln) * 2u + 1u]));
+    }
+    let base = (r * nq + h * G + g) * params.max_split + s;
+    if (ln == 0u) { ml[base] = vec2<f32>(st.m, st.l); }
+    for (var c = 0u; c < 4u; c++) {
+      opart[base * HD + ln * 8u + c] = st.a[c];
+      opart[base * HD + ln * 8u + 4u + c] = st.b[c];
+    }
   }
 }

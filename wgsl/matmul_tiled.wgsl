@@ -171,7 +171,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           rw[i] = vec4<u32>(w[wb], w[wb + 1u], w[wb + 2u], sb);
 #else
           let base = (n * K + kk) >> 1u;
-          rw[i] = vec4<u32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+          // 16-bit K need only be a multiple of 8: W past K is zero (x there is finite), so the tail adds 0.
+          rw[i] = select(vec4<u32>(0u), vec4<u32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]), kk < K);
 #endif
         }
       }

@@ -40,9 +40,12 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   check(a.hd % 8 === 0, "attentionDecode", `head_dim ${a.hd} must be a multiple of 8`);
   const L = a.hd / 8;
   const info = ctx.gpu.info;
-  const defines = { G, ...(info.subgroups && info.subgroupMinSize >= L ? { LANE_SUBGROUP: 1 } : {}) };
+  // The subgroup merge assumes a fixed subgroup size covering whole key groups.
+  const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
+  const useSg = info.subgroups && sg >= L && sg <= 128 && 128 % sg === 0;
+  const defines = { G, ...(useSg ? { LANE_SUBGROUP: 1 } : {}) };
   const common = { rows: a.rows, pages: a.pages, kv: a.kv };
-  await record(ctx, { file: "attention_decode.wgsl", defines, overrides: { HD: a.hd, SPLIT: DECODE_SPLIT, WG: 128 } }, {
+  await record(ctx, { file: "attention_decode.wgsl", defines, overrides: { HD: a.hd, SPLIT: DECODE_SPLIT, WG: 128, ...(useSg ? { SG: sg } : {}) } }, {
     buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml },
     params: {
       row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,

@@ -45,7 +45,7 @@ async function draw(gpu: Gpu, i: SampleInputs): Promise<number[]> {
     const got = await b.read();
     const reports = checkSample(got, i);
     for (const r of reports) expect(r.ok, reports.map(describeReport).join("\n")).toBe(true);
-    // A draw within f32 rounding of an interval edge may take either neighbour; such draws are rare.
+    // A draw within f32 rounding of an interval edge may take the neighbouring id; that should be rare.
     expect(reports[0].notes!.length, reports[0].notes!.join("\n")).toBeLessThanOrEqual(Math.ceil(0.05 * i.lrows.length));
     return picksOf(got, i);
   } finally {
