@@ -2,7 +2,7 @@
 //   M = max_s m_s,  L = Σ_s l_s·e^(m_s − M),  out = Σ_s o_s·e^(m_s − M) / L
 // Bindings:  rows  (R) step rows (pos gives the number of splits used)
 //            opart (R, nq, max_split, hd) f32;  ml (R, nq, max_split) vec2<f32>
-//            out   (R, nq·hd) act
+//            out   (R, nq·hd) f32 (a matmul input)
 // Grid: (n rows, nq); HD lanes, one per head dim.
 #include "lib/common.wgsl"
 
@@ -18,7 +18,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> opart: array<f32>;
 @group(0) @binding(3) var<storage, read> ml: array<vec2<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<act>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 @compute @workgroup_size(HD)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -35,5 +35,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     l = fma(ml[base + s].y, e, l);
     o = fma(opart[(base + s) * HD + lid], e, o);
   }
-  out[(r * params.nq + qh) * HD + lid] = act(o / l);
+  out[(r * params.nq + qh) * HD + lid] = o / l;
 }

@@ -5,7 +5,7 @@
 // Bindings:  rows  (R) step rows: pos, slot
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
-//            out   (R, nq·hd) act
+//            out   (R, nq·hd) f32 (a matmul input)
 // Grid: (ceil(S / BQ), nkv). A workgroup takes BQ query positions × the G heads of one kv head (QV = BQ·G
 // query vectors) and walks key tiles of BK from 0 to its last position; each K/V tile is read once for all
 // QV vectors. Lane v < QV keeps row v's running max and sum; the QV·hd outputs are spread OPL per lane.
@@ -34,7 +34,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
 @group(0) @binding(4) var<storage, read> kv: array<act>;
-@group(0) @binding(5) var<storage, read_write> out: array<act>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 var<workgroup> qs: array<act, QV * HD>;
 var<workgroup> ks: array<act, BK * KS>;
@@ -129,7 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let i = v / G;
       let g = v % G;
       if (i < nqb) {
-        out[(params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d] = act(o[k] / alpha[v]);
+        out[(params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d] = o[k] / alpha[v];
       }
     }
   }

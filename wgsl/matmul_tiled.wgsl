@@ -1,6 +1,6 @@
 // Tiled matmul for many rows (prefill chunks), compute-bound:
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
-// Same weight formats, epilogues and bindings as matmul_vec.wgsl (w read as plain u32 words here).
+// Same weight formats, epilogues and bindings as matmul_vec.wgsl (x f32; w read as plain u32 words here).
 // Grid: (ceil(N / 64), ceil(M / BM)), BM = 16·TM (TM = 4 or 8). 256 lanes (16×16) own one BM×64 tile, each
 // lane a TM×4 block held in named vec4 accumulators (arrays indexed in loops can spill to local memory).
 // K is walked in tiles of 32 values (one quant unit): the x tile and the W tile, dequantized once per tile,
@@ -25,11 +25,7 @@ struct Params {
   n_off: u32,  // column of y where this weight's output starts (elements)
 }
 @group(0) @binding(0) var<uniform> params: Params;
-#ifdef F16
-@group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;   // 8 halves per load
-#else
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-#endif
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // matmul inputs are f32
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 #ifndef WF16
 #ifndef WBF16
@@ -61,11 +57,6 @@ fn half16(h: u32) -> f32 {
 #endif
 }
 
-// Value `lane` (0..7) of 8 halves held in a vec4<u32>.
-fn h8(r: vec4<u32>, lane: u32) -> f32 {
-  return unpack2x16float(r[lane / 2u])[lane % 2u];
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let n0 = wid.x * BN;
@@ -85,10 +76,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r4 = tsk / 4u;   // group of 4 rows
   let c = tsk % 4u;    // chunk of 8 k
 
-  var rx: array<vec4<u32>, 4>;   // x rows (F16: 8 halves each; f32: values 0-3 as bits, 4-7 in rx2)
-#ifndef F16
+  var rx: array<vec4<u32>, 4>;   // x rows: values 0-3 as f32 bits (4-7 in rx2)
   var rx2: array<vec4<u32>, 4>;
-#endif
   var rw: array<vec4<u32>, 4>;   // W rows: up to 3 words in xyz, packed scale|bias (16-bit each) in w
 
   for (var k0 = 0u; k0 < K + BK; k0 += BK) {
@@ -97,16 +86,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kt = k0 - BK;
       if (xt) {
         for (var e = 0u; e < 8u; e++) {
-#ifdef F16
-          let v = vec4<f32>(h8(rx[0], e), h8(rx[1], e), h8(rx[2], e), h8(rx[3], e));
-#else
           var v: vec4<f32>;
           if (e < 4u) {
             v = bitcast<vec4<f32>>(vec4<u32>(rx[0][e], rx[1][e], rx[2][e], rx[3][e]));
           } else {
             v = bitcast<vec4<f32>>(vec4<u32>(rx2[0][e - 4u], rx2[1][e - 4u], rx2[2][e - 4u], rx2[3][e - 4u]));
           }
-#endif
           xs[(c * 8u + e) * (BM / 4u) + r4] = v;
         }
       }
@@ -148,12 +133,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var i = 0u; i < 4u; i++) {
           let m = min(m0 + r4 * 4u + i, params.M - 1u);
           let e = (params.row0 + m) * K + k0 + c * 8u;
-#ifdef F16
-          rx[i] = x[e / 8u];
-#else
           rx[i] = bitcast<vec4<u32>>(x[e / 4u]);
           rx2[i] = bitcast<vec4<u32>>(x[e / 4u + 1u]);
-#endif
         }
       }
       if (wt) {

@@ -5,26 +5,29 @@
 // Weight formats (define): Q4, Q8   MLX affine, 32-value units read as 1 or 2 vec4<u32>
 //                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may straddle words
 //                          WF16, WBF16  16-bit floats, 8-value units read as one vec4<u32>
-//   quantized: w = scale·q + bias per group of GS values along K (scales/biases 16-bit, SCALE_F16 or bf16)
+//   quantized: w = scale·q + bias per group of GS values along K (scales/biases 16-bit, SCALE_F16 or bf16);
+//   computed as scale·Σ q·x + bias·Σ x per unit. Q4 with QMAGIC avoids int→float conversions (slow on GPUs):
+//   OR-ing nibble k of a half-word into the mantissa of 2^23 gives 2^23 + q·16^k exactly.
 // Epilogue (define): OUT_F32 → y f32;  ADD → y f32 and y += result (the residual add);  else y act.
 //                    BIAS → + bias[n] (f32).
-// Bindings:  x      (rows, K) act
+// Bindings:  x      (rows, K) f32 (matmul inputs are f32: no f16→f32 conversions here)
 //            w      (N, K·BITS/32) u32 | (N, K/2) u32
 //            scales, biases (N, K/GS) 16-bit packed in u32 (quantized formats)
 //            bias   (N) f32 (BIAS)
 //            y      (rows, ldy) act | f32
-// Grid: ceil(N / (WG/T)) workgroups, folded 2-D. A team of T lanes computes one column n for all M rows:
-// lane t takes K-units t, t+T, ... with U units in flight, then the team sums its lanes (subgroup shuffles
-// when TEAM_SUBGROUP, else a workgroup-memory tree), in a fixed order. Rows go in blocks of MB (1 or 4) so
-// one weight load feeds MB rows; row m's arithmetic never depends on M (batch invariance).
+// Grid: ceil(N / (R·WG/T)) workgroups, folded 2-D. A team of T lanes computes R adjacent columns for all M
+// rows: lane t takes K-units t, t+T, ..., loading the R weight units together (bytes in flight) and each x
+// chunk once for all R columns; then the team sums its lanes (subgroup shuffles with TEAM_SUBGROUP, else a
+// workgroup-memory tree) in a fixed order. Rows go in blocks of MB (1 or 4); row m's arithmetic never
+// depends on M (batch invariance).
 #include "lib/common.wgsl"
 
 override WG: u32 = 128;
-override T: u32 = 8;         // lanes per output column, power of two dividing WG (≤ subgroup size with TEAM_SUBGROUP)
+override T: u32 = 8;         // lanes per team, power of two dividing WG (≤ subgroup size with TEAM_SUBGROUP)
 override BITS: u32 = 4;
 override GS: u32 = 64;
-const MB: u32 = {{MB}}u;     // rows per block
-const U: u32 = {{U}}u;       // units in flight per lane
+const MB: u32 = {{MB}}u;     // rows per block (≤ 4: rows are the components of a vec4 accumulator)
+const R: u32 = {{R}}u;       // columns per team
 
 struct Params {
   M: u32,      // rows
@@ -35,11 +38,7 @@ struct Params {
   n_off: u32,  // column of y where this weight's output starts (elements)
 }
 @group(0) @binding(0) var<uniform> params: Params;
-#ifdef F16
-@group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;   // 8 halves per load
-#else
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-#endif
 #ifdef QGEN
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 #else
@@ -64,7 +63,7 @@ struct Params {
 #endif
 
 #ifndef TEAM_SUBGROUP
-var<workgroup> tred: array<vec4<f32>, WG>;
+var<workgroup> tred: array<vec4<f32>, WG * R>;
 #endif
 
 fn half_at(word: u32, idx: u32) -> f32 {
@@ -75,25 +74,14 @@ fn half_at(word: u32, idx: u32) -> f32 {
 #endif
 }
 
-// 8 consecutive x values starting at element e (e a multiple of 8) as two vec4<f32>.
-fn x8(e: u32) -> array<vec4<f32>, 2> {
-#ifdef F16
-  let v = x[e / 8u];
-  return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)),
-                             vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
-#else
-  return array<vec4<f32>, 2>(x[e / 4u], x[e / 4u + 1u]);
-#endif
+// 2^23 + q·16^k for the four nibbles of a half-word, minus 2^23: q·16^k exactly, no conversion.
+fn magic4(h: u32) -> vec4<f32> {
+  let v = (vec4<u32>(h) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)) | vec4<u32>(0x4b000000u);
+  return bitcast<vec4<f32>>(v) - vec4<f32>(8388608.0);
 }
-
-fn nib8(wd: u32) -> array<vec4<f32>, 2> {
-  let lo = vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u);
-  let hi = vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u);
-  return array<vec4<f32>, 2>(vec4<f32>(lo), vec4<f32>(hi));
-}
-fn byte4(wd: u32) -> vec4<f32> {
-  return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u));
-}
+fn nib8lo(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u)); }
+fn nib8hi(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u)); }
+fn byte4(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u)); }
 fn half4(a: u32, b: u32) -> vec4<f32> {
 #ifdef WF16
   return vec4<f32>(unpack2x16float(a), unpack2x16float(b));
@@ -102,12 +90,39 @@ fn half4(a: u32, b: u32) -> vec4<f32> {
 #endif
 }
 
-// Q4 without int→float conversions: OR-ing the masked nibble k of a half-word into the mantissa of 2^23
-// gives 2^23 + q·16^k exactly. Products are summed per nibble position and scaled by 16^-k once per unit.
-fn magic4(h: u32) -> vec4<f32> {
-  let v = (vec4<u32>(h) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)) | vec4<u32>(0x4b000000u);
-  return bitcast<vec4<f32>>(v) - vec4<f32>(8388608.0);
+#ifdef QUANT
+// Σ q·x over one 32-value unit; xv holds the unit's x values (8 vec4).
+fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
+#if Q4
+#if QMAGIC
+  var pk = vec4<f32>(0.0);   // by nibble position within a half-word; scaled by 16^-k at the end
+  for (var c = 0u; c < 4u; c++) {
+    pk = fma(magic4(wq[c] & 0xffffu), xv[2u * c], pk);
+    pk = fma(magic4(wq[c] >> 16u), xv[2u * c + 1u], pk);
+  }
+  return dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+#else
+  var d = 0.0;
+  for (var c = 0u; c < 4u; c++) { d += dot(nib8lo(wq[c]), xv[2u * c]) + dot(nib8hi(wq[c]), xv[2u * c + 1u]); }
+  return d;
+#endif
+#elif Q8
+  var d = 0.0;
+  for (var c = 0u; c < 8u; c++) { d += dot(byte4(wq[c]), xv[c]); }
+  return d;
+#else
+  var d = 0.0;
+  for (var e = 0u; e < 32u; e++) {
+    let bit = e * BITS;
+    let sh = bit & 31u;
+    var v = wq[bit >> 5u] >> sh;
+    if (sh + BITS > 32u) { v = v | (wq[(bit >> 5u) + 1u] << (32u - sh)); }
+    d += f32(v & ((1u << BITS) - 1u)) * xv[e / 4u][e % 4u];
+  }
+  return d;
+#endif
 }
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -115,122 +130,90 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let teams = WG / T;
   let team = lid / T;
   let lane = lid % T;
-  let n = wg_linear(wid, nwg) * teams + team;
-  let nn = min(n, params.N - 1u);  // out-of-range teams compute a valid column and drop it
+  let n0 = (wg_linear(wid, nwg) * teams + team) * R;   // first of the team's R columns
   let K = params.K;
+  let K4 = K / 4u;
 #ifdef QUANT
   let units = K / 32u;
   let gpr = K / GS;                // groups per row
 #else
   let units = K / 8u;
 #endif
+  var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
+  for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
+
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
-    var acc: array<f32, MB>;
-    var xr: array<u32, MB>;        // element offset of each row of the block (clamped: never written)
-    for (var j = 0u; j < MB; j++) {
-      acc[j] = 0.0;
-      xr[j] = (params.row0 + min(m0 + j, params.M - 1u)) * K;
-    }
-    for (var u0 = lane; u0 < units; u0 += T * U) {
-      // Issue all U weight loads before using any of them: bytes in flight hide memory latency.
-#ifdef QGEN
-      var wq: array<array<u32, 8>, U>;
-      for (var i = 0u; i < U; i++) {
-        let u = min(u0 + i * T, units - 1u);
-        for (var c = 0u; c < BITS; c++) { wq[i][c] = w[(nn * units + u) * BITS + c]; }
-      }
-#elif Q8
-      var wq: array<array<vec4<u32>, 2>, U>;
-      for (var i = 0u; i < U; i++) {
-        let u = min(u0 + i * T, units - 1u);
-        wq[i][0] = w[(nn * units + u) * 2u];
-        wq[i][1] = w[(nn * units + u) * 2u + 1u];
-      }
-#else
-      var wq: array<vec4<u32>, U>;
-      for (var i = 0u; i < U; i++) { wq[i] = w[nn * units + min(u0 + i * T, units - 1u)]; }
-#endif
-      for (var i = 0u; i < U; i++) {
-        let u = u0 + i * T;
-        if (u >= units) { break; }
+    var acc: array<vec4<f32>, R>;  // [column][row of the block]
+    for (var c = 0u; c < R; c++) { acc[c] = vec4<f32>(0.0); }
+    for (var u = lane; u < units; u += T) {
 #ifdef QUANT
-        let gi = nn * gpr + (u * 32u) / GS;
-        let s = half_at(scales[gi >> 1u], gi);
-        let b = half_at(biases[gi >> 1u], gi);
-#if QMAGIC
-        for (var j = 0u; j < MB; j++) {
-          var pk = vec4<f32>(0.0);   // Σ q_k·16^k·x, by nibble position k within a half-word
-          var sx = vec4<f32>(0.0);
-          for (var c = 0u; c < 4u; c++) {
-            let xv = x8(xr[j] + u * 32u + c * 8u);
-            let wd = wq[i][c];
-            pk = fma(magic4(wd & 0xffffu), xv[0], pk);
-            pk = fma(magic4(wd >> 16u), xv[1], pk);
-            sx += xv[0] + xv[1];
-          }
-          let dq = dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
-          acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
-        }
-#else
-        for (var j = 0u; j < MB; j++) {
-          var dq = 0.0;
-          var sx = vec4<f32>(0.0);
-          for (var c = 0u; c < 4u; c++) {
-            let xv = x8(xr[j] + u * 32u + c * 8u);
-#ifdef Q4
-            let q = nib8(wq[i][c]);
-            dq += dot(q[0], xv[0]) + dot(q[1], xv[1]);
+      var wq: array<array<u32, 8>, R>;
+      var sb: array<vec2<f32>, R>;
+      for (var c = 0u; c < R; c++) {
+#ifdef QGEN
+        for (var i = 0u; i < BITS; i++) { wq[c][i] = w[(nn[c] * units + u) * BITS + i]; }
 #elif Q8
-            let wv = wq[i][c / 2u];
-            dq += dot(byte4(wv[(c % 2u) * 2u]), xv[0]) + dot(byte4(wv[(c % 2u) * 2u + 1u]), xv[1]);
+        let a = w[(nn[c] * units + u) * 2u];
+        let b = w[(nn[c] * units + u) * 2u + 1u];
+        wq[c] = array<u32, 8>(a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 #else
-            var qv: array<f32, 8>;
-            for (var e = 0u; e < 8u; e++) {
-              let bit = (c * 8u + e) * BITS;
-              let sh = bit & 31u;
-              var v = wq[i][bit >> 5u] >> sh;
-              if (sh + BITS > 32u) { v = v | (wq[i][(bit >> 5u) + 1u] << (32u - sh)); }
-              qv[e] = f32(v & ((1u << BITS) - 1u));
-            }
-            dq += dot(vec4<f32>(qv[0], qv[1], qv[2], qv[3]), xv[0]) + dot(vec4<f32>(qv[4], qv[5], qv[6], qv[7]), xv[1]);
+        let a = w[nn[c] * units + u];
+        wq[c] = array<u32, 8>(a.x, a.y, a.z, a.w, 0u, 0u, 0u, 0u);
 #endif
-            sx += xv[0] + xv[1];
-          }
-          acc[j] += s * dq + b * (sx.x + sx.y + sx.z + sx.w);
-        }
-#endif
-#else
-        let w0 = half4(wq[i].x, wq[i].y);
-        let w1 = half4(wq[i].z, wq[i].w);
-        for (var j = 0u; j < MB; j++) {
-          let xv = x8(xr[j] + u * 8u);
-          acc[j] += dot(w0, xv[0]) + dot(w1, xv[1]);
-        }
-#endif
+        let gi = nn[c] * gpr + (u * 32u) / GS;
+        sb[c] = vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
       }
+      for (var j = 0u; j < MB; j++) {
+        let xb = (params.row0 + min(m0 + j, params.M - 1u)) * K4 + u * 8u;
+        var xv: array<vec4<f32>, 8>;
+        var sx = vec4<f32>(0.0);
+        for (var i = 0u; i < 8u; i++) {
+          xv[i] = x[xb + i];
+          sx += xv[i];
+        }
+        let sxs = sx.x + sx.y + sx.z + sx.w;
+        for (var c = 0u; c < R; c++) {
+          acc[c][j] += sb[c].x * unit_dot(wq[c], xv) + sb[c].y * sxs;
+        }
+      }
+#else
+      var wq: array<vec4<u32>, R>;
+      for (var c = 0u; c < R; c++) { wq[c] = w[nn[c] * units + u]; }
+      for (var j = 0u; j < MB; j++) {
+        let xb = (params.row0 + min(m0 + j, params.M - 1u)) * K4 + u * 2u;
+        let x0 = x[xb];
+        let x1 = x[xb + 1u];
+        for (var c = 0u; c < R; c++) {
+          acc[c][j] += dot(half4(wq[c].x, wq[c].y), x0) + dot(half4(wq[c].z, wq[c].w), x1);
+        }
+      }
+#endif
     }
     // Team reduction in a fixed order.
 #ifdef TEAM_SUBGROUP
     for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) {
-      for (var j = 0u; j < MB; j++) { acc[j] += subgroupShuffleXor(acc[j], mask); }
+      for (var c = 0u; c < R; c++) { acc[c] += subgroupShuffleXor(acc[c], mask); }
     }
 #else
-    var packed = vec4<f32>(0.0);
-    for (var j = 0u; j < MB; j++) { packed[j] = acc[j]; }
-    tred[lid] = packed;
+    for (var c = 0u; c < R; c++) { tred[lid * R + c] = acc[c]; }
     workgroupBarrier();
     for (var s2 = T / 2u; s2 > 0u; s2 = s2 >> 1u) {
-      if (lane < s2) { tred[lid] = tred[lid] + tred[lid + s2]; }
+      if (lane < s2) {
+        for (var c = 0u; c < R; c++) { tred[lid * R + c] = tred[lid * R + c] + tred[(lid + s2) * R + c]; }
+      }
       workgroupBarrier();
     }
-    let red = tred[team * T];
-    for (var j = 0u; j < MB; j++) { acc[j] = red[j]; }
+    for (var c = 0u; c < R; c++) { acc[c] = tred[team * T * R + c]; }
     workgroupBarrier();
 #endif
-    if (lane == 0u && n < params.N) {
+    // Lane c of the team writes column c.
+    if (lane < R && n0 + lane < params.N) {
+      let n = n0 + lane;
+      var out = vec4<f32>(0.0);
+      for (var c = 0u; c < R; c++) { if (c == lane) { out = acc[c]; } }
       for (var j = 0u; j < MB; j++) {
         if (m0 + j >= params.M) { break; }
-        var v = acc[j];
+        var v = out[j];
 #ifdef BIAS
         v += bias[n];
 #endif

@@ -3,7 +3,7 @@
 // Bindings:  x      (*, H) f32, the residual stream
 //            idx    (R) u32            (GATHER only)
 //            weight (H) f32            norm weights (checkpoints storing w-1 were fixed at load)
-//            y      (R, H) act
+//            y      (R, H) f32: a matmul input (f32 so matmuls need no f16→f32 conversions)
 // Grid: (R); one workgroup of WG lanes per row, each lane a strided slice of H.
 #include "lib/common.wgsl"
 
@@ -21,7 +21,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> idx: array<u32>;
 #endif
 @group(0) @binding(3) var<storage, read> weight: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<act>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -40,6 +40,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let total = wg_sum(ss, lid);
   let inv = inverseSqrt(total / f32(H) + params.eps);
   for (var k = lid; k < H; k += WG) {
-    y[r * H + k] = act(x[src + k] * inv * weight[k]);
+    y[r * H + k] = x[src + k] * inv * weight[k];
   }
 }

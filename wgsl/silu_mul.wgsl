@@ -1,6 +1,6 @@
 // SwiGLU gate: h[r, i] = silu(gu[r, i]) · gu[r, I + i], the gate and up projections stored side by side
 // (one fused matmul writes [gate | up]).
-// Bindings:  gu (R, 2I) act;  h (R, I) act
+// Bindings:  gu (R, 2I) act;  h (R, I) f32 (a matmul input)
 // Grid: ceil(R·I / WG) workgroups, folded 2-D.
 #include "lib/common.wgsl"
 
@@ -12,7 +12,7 @@ struct Params {
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> gu: array<act>;
-@group(0) @binding(2) var<storage, read_write> h: array<act>;
+@group(0) @binding(2) var<storage, read_write> h: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -23,5 +23,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c = i - r * params.I;
   let g = f32(gu[r * 2u * params.I + c]);
   let u = f32(gu[r * 2u * params.I + params.I + c]);
-  h[i] = act(g / (1.0 + exp(-g)) * u);
+  h[i] = g / (1.0 + exp(-g)) * u;
 }

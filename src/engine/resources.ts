@@ -33,15 +33,15 @@ export interface Capacity {
 export interface Activations {
   rows: GPUBuffer;   // (rows) Row {token, pos, slot, kind}
   x: GPUBuffer;      // (rows, hidden) f32 residual
-  xn: GPUBuffer;     // (rows, hidden) act
+  xn: GPUBuffer;     // (rows, hidden) f32: matmul inputs are f32 (no f16→f32 conversion in the matmuls)
   qkv: GPUBuffer;    // (rows, (nq + 2·nkv)·hd) act
   q: GPUBuffer;      // (rows, nq·hd) act
-  attn: GPUBuffer;   // (rows, nq·hd) act
+  attn: GPUBuffer;   // (rows, nq·hd) f32
   gu: GPUBuffer;     // (rows, 2·intermediate) act
-  h: GPUBuffer;      // (rows, intermediate) act
+  h: GPUBuffer;      // (rows, intermediate) f32
   opart: GPUBuffer;  // (decodeRows, nq, maxSplit, hd) f32
   ml: GPUBuffer;     // (decodeRows, nq, maxSplit) vec2<f32>
-  xl: GPUBuffer;     // (logitRows, hidden) act
+  xl: GPUBuffer;     // (logitRows, hidden) f32
   logits: GPUBuffer; // (logitRows, vocab) f32
   maxSplit: number;
   cap: Capacity;
@@ -60,15 +60,15 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
   return {
     rows: mk("rows", R * 16),
     x: mk("x", R * d.hidden * 4),
-    xn: mk("xn", R * d.hidden * ab),
+    xn: mk("xn", R * d.hidden * 4),
     qkv: mk("qkv", R * (d.nq + 2 * d.nkv) * d.hd * ab),
     q: mk("q", R * d.nq * d.hd * ab),
-    attn: mk("attn", R * d.nq * d.hd * ab),
+    attn: mk("attn", R * d.nq * d.hd * 4),
     gu: mk("gu", R * 2 * d.intermediate * ab),
-    h: mk("h", R * d.intermediate * ab),
+    h: mk("h", R * d.intermediate * 4),
     opart: mk("opart", cap.decodeRows * d.nq * maxSplit * d.hd * 4),
     ml: mk("ml", cap.decodeRows * d.nq * maxSplit * 8),
-    xl: mk("xl", cap.logitRows * d.hidden * ab),
+    xl: mk("xl", cap.logitRows * d.hidden * 4),
     logits: mk("logits", cap.logitRows * d.vocab * 4),
     maxSplit,
     cap,
@@ -80,7 +80,7 @@ export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
   const ab = f16 ? 2 : 4;
   const R = cap.rows;
   const maxSplit = Math.ceil(cap.context / DECODE_SPLIT);
-  return R * 16 + R * d.hidden * (4 + ab) + R * (d.nq + 2 * d.nkv) * d.hd * ab + 2 * R * d.nq * d.hd * ab +
-    3 * R * d.intermediate * ab + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
-    cap.logitRows * (d.hidden * ab + d.vocab * 4);
+  return R * 16 + R * d.hidden * 8 + R * (d.nq + 2 * d.nkv) * d.hd * ab + R * d.nq * d.hd * (ab + 4) +
+    R * d.intermediate * (2 * ab + 4) + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
+    cap.logitRows * (d.hidden * 4 + d.vocab * 4);
 }

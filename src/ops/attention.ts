@@ -13,7 +13,7 @@ interface Common {
   q: GPUBuffer;
   pages: GPUBuffer;
   kv: GPUBuffer;
-  /** (R, nq·hd) act. */
+  /** (R, nq·hd) f32 (the o_proj input). */
   out: GPUBuffer;
   row0: number;
   nq: number;

@@ -27,13 +27,13 @@ export interface MatmulArgs {
 
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
-  /** Vector kernel: lanes per output column (0 = pick from K), workgroup size, units in flight per lane. */
-  vec: { T: number; WG: number; U: number; magic: boolean };
+  /** Vector kernel: lanes per team (0 = pick from K), workgroup size, columns per team, magic Q4 dequant. */
+  vec: { T: number; WG: number; R: number; magic: boolean };
   /** Tiled kernel: rows per lane, 4 or 8 (tile = 16·TM × 64). */
   tiled: { TM: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 128, U: 2, magic: true }, tiled: { TM: 8 } };
+const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 2, magic: true }, tiled: { TM: 8 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -66,18 +66,18 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     const params = { M, N: s.n, K, row0: a.row0 ?? 0, ldy, n_off: nOff + s.n0 };
     if (a.mode === "vec") {
       const units = K / unit;
-      const { WG, U } = tuning.vec;
-      // Enough lanes per column that each streams ~8 units; at most a subgroup so the team can shuffle.
-      const T = tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8))));
+      const { WG, R } = tuning.vec;
+      // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle.
+      const T = Math.max(R, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
       const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
       const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
       const vdefs = {
-        ...defines, MB: M === 1 ? 1 : 4, U, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
+        ...defines, MB: M === 1 ? 1 : 4, R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
         buffers,
         params,
-        grid: grid1d(Math.ceil(s.n / (WG / T))),
+        grid: grid1d(Math.ceil(s.n / ((WG / T) * R))),
       });
     } else {
       const { TM } = tuning.tiled;

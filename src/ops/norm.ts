@@ -6,7 +6,7 @@ export interface RmsNormArgs {
   x: GPUBuffer;
   /** Weight (H) f32. */
   weight: GPUBuffer;
-  /** Output (R, H) act. */
+  /** Output (R, H) f32 (a matmul input). */
   y: GPUBuffer;
   R: number;
   H: number;
