@@ -78,8 +78,8 @@ for (const [name, N, K] of shapes) {
   const bytes = N * K * (0.5 + 4 / 64);
   for (const M of [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
-    for (const magic of [true, false]) for (const T of [8, 16, 32]) for (const R of [1, 2, 4]) for (const WG of [64, 128, 256]) {
-      if (T > WG || (M === 4 && WG === 256)) continue;
+    for (const magic of [true, false]) for (const T of [8, 16, 32]) for (const R of [1]) for (const WG of [64, 128, 256]) {
+      if (T > WG || (M === 4 && (WG === 256 || !magic || T === 8))) continue;
       setMatmulTuning({ vec: { T, R, WG, magic } });
       const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} R=${R} WG=${WG} magic=${magic}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec" }); }, 20, bytes * 6, 2 * N * K * M * 6);
       if (per < bestPer) { bestPer = per; bestCfg = `T=${T} R=${R} WG=${WG} magic=${magic} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }

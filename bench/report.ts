@@ -116,6 +116,18 @@ export function markdown(r: BenchResult): string {
     }
     out.push(`| peak GPU memory | ${gib(m.memory.peak)} | | | ${b?.peak_memory_bytes ? gib(b.peak_memory_bytes) : "–"} | | | |`, "");
     if (m.kernels.length) {
+      // What the measured kernels alone allow: the rest of a decode step's time is other kernels and the loop.
+      const gemv = m.kernels.filter((k) => k.family === "matmul_vec")
+        .reduce((a, k) => a + k.us * (k.what.startsWith("lm_head") ? 1 : m.dims.layers), 0);
+      for (const d of m.e2e.decode) {
+        const att = m.kernels.find((k) => k.family === "attention_decode" && k.what === `depth ${d.depth}`);
+        const us = gemv + (att ? att.us * m.dims.layers : 0);
+        out.push(
+          `Decode at depth ${kTok(d.depth)}: GEMVs ${f1(gemv / 1000)} ms` + (att ? ` + attention ${f1((att.us * m.dims.layers) / 1000)} ms` : "") +
+            ` per token → at most ${f0(1e6 / us)} tok/s from these kernels alone; measured ${f0(d.tps.value)} tok/s.  `,
+        );
+      }
+      out.push("");
       out.push("| kernel family | shape | µs / call | GB/s | GFLOP/s | of ceiling |", "|---|---|--:|--:|--:|--:|");
       for (const k of m.kernels) {
         out.push(`| ${k.family} | ${k.what} | ${f1(k.us)} | ${f0(k.GBs)} | ${f0(k.GFLOPs)} | ${pct(k.ofCeiling)} (${k.bound === "bandwidth" ? "read" : "matmul"}) |`);

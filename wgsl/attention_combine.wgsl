@@ -25,6 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = params.row0 + wid.x;
   let qh = wid.y;
   let nsplit = (rows[r].pos + SPLIT) / SPLIT;  // ceil((pos + 1) / SPLIT)
+  if (nsplit <= 1u) { return; }                 // attention_decode wrote this row itself
   let base = (r * params.nq + qh) * params.max_split;
   var mx = -3.0e38;
   for (var s = 0u; s < nsplit; s++) { mx = max(mx, ml[base + s].x); }

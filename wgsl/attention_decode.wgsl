@@ -2,13 +2,15 @@
 //   for row r, kv head h, split s: keys j in [s·SPLIT, min((s+1)·SPLIT, pos_r + 1)), the G = nq/nkv query heads
 //   of h (GQA: each K/V row is read once for all G heads):
 //     m = max_j q·k_j·scale,  l = Σ_j e^(q·k_j·scale − m),  o = Σ_j e^(q·k_j·scale − m) · v_j
-//   written unnormalised; attention_combine.wgsl merges the splits in order.
+//   written unnormalised; attention_combine.wgsl merges the splits in order. A row whose keys fit in one
+//   split writes its normalised output straight to `out` (the combine pass then skips it, or is not run).
 // Bindings:  rows  (R)                      step rows: pos, slot
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32
 //            kv    (pages, 2, nkv, ps, hd) act, read 8 values per load
 //            opart (R, nq, max_split, hd) f32
 //            ml    (R, nq, max_split) vec2<f32>  (m, l)
+//            out   (R, nq·hd) f32                 (rows with a single split)
 // Grid: (n rows, nkv, splits); splits = ceil(longest KV / SPLIT), splits past a row's length exit at once.
 // Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ... in one pass:
 // its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the dot products across the group
@@ -44,6 +46,7 @@ struct Params {
 #endif
 @group(0) @binding(5) var<storage, read_write> opart: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
+@group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
 #ifdef LANE_SUBGROUP
 override NS: u32 = WG / SG;  // merge slots: one per subgroup
@@ -195,6 +198,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var st = St(-3.0e38, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
     for (var i = 0u; i < NS; i++) {
       st = merge(st, St(sm_ml[g * NS + i].x, sm_ml[g * NS + i].y, sm_o[((g * NS + i) * L + ln) * 2u], sm_o[((g * NS + i) * L + ln) * 2u + 1u]));
+    }
+    if (len <= SPLIT) {
+      let ob = (r * nq + h * G + g) * HD + ln * 8u;
+      for (var c = 0u; c < 4u; c++) {
+        out[ob + c] = st.a[c] / st.l;
+        out[ob + 4u + c] = st.b[c] / st.l;
+      }
+      continue;
     }
     let base = (r * nq + h * G + g) * params.max_split + s;
     if (ln == 0u) { ml[base] = vec2<f32>(st.m, st.l); }

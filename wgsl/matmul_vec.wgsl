@@ -124,6 +124,42 @@ fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
 }
 #endif
 
+#if Q4
+// (Σ q·x, Σ x) of one 32-value Q4 unit against x[xb .. xb+8) (vec4 index). Named values only: arrays in
+// this hot loop end up in local memory on some compilers.
+fn q4dot(q: vec4<u32>, xb: u32) -> vec2<f32> {
+  let x0 = x[xb];
+  let x1 = x[xb + 1u];
+  let x2 = x[xb + 2u];
+  let x3 = x[xb + 3u];
+  let x4 = x[xb + 4u];
+  let x5 = x[xb + 5u];
+  let x6 = x[xb + 6u];
+  let x7 = x[xb + 7u];
+  let sx = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+#if QMAGIC
+  var pk = magic4(q.x & 0xffffu) * x0;
+  pk = fma(magic4(q.x >> 16u), x1, pk);
+  pk = fma(magic4(q.y & 0xffffu), x2, pk);
+  pk = fma(magic4(q.y >> 16u), x3, pk);
+  pk = fma(magic4(q.z & 0xffffu), x4, pk);
+  pk = fma(magic4(q.z >> 16u), x5, pk);
+  pk = fma(magic4(q.w & 0xffffu), x6, pk);
+  pk = fma(magic4(q.w >> 16u), x7, pk);
+  let d = dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+#else
+  let d = (dot(nib8lo(q.x), x0) + dot(nib8hi(q.x), x1)) + (dot(nib8lo(q.y), x2) + dot(nib8hi(q.y), x3)) +
+          (dot(nib8lo(q.z), x4) + dot(nib8hi(q.z), x5)) + (dot(nib8lo(q.w), x6) + dot(nib8hi(q.w), x7));
+#endif
+  return vec2<f32>(d, sx.x + sx.y + sx.z + sx.w);
+}
+
+fn scale_bias(n: u32, u: u32, gpr: u32) -> vec2<f32> {
+  let gi = n * gpr + (u * 32u) / GS;
+  return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
+}
+#endif
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -142,6 +178,72 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
   for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
 
+#if Q4
+  // Fast path: one column per team (R = 1), two units in flight per lane, MB rows as vec4 components.
+  let n = n0;
+  let nc = min(n, params.N - 1u);
+  for (var m0 = 0u; m0 < params.M; m0 += MB) {
+    let r0 = (params.row0 + m0) * K4;
+#if MB4
+    let r1 = (params.row0 + min(m0 + 1u, params.M - 1u)) * K4;
+    let r2 = (params.row0 + min(m0 + 2u, params.M - 1u)) * K4;
+    let r3 = (params.row0 + min(m0 + 3u, params.M - 1u)) * K4;
+#endif
+    var acc = vec4<f32>(0.0);
+    for (var u = lane; u < units; u += 2u * T) {
+      let u2 = u + T;
+      let ok2 = u2 < units;
+      let ub = select(u, u2, ok2);
+      let qa = w[nc * units + u];
+      let qb = w[nc * units + ub];
+      let sa = scale_bias(nc, u, gpr);
+      let sb = select(vec2<f32>(0.0), scale_bias(nc, ub, gpr), ok2);
+      var d = q4dot(qa, r0 + u * 8u);
+      var e = q4dot(qb, r0 + ub * 8u);
+      acc.x += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+#if MB4
+      d = q4dot(qa, r1 + u * 8u);
+      e = q4dot(qb, r1 + ub * 8u);
+      acc.y += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      d = q4dot(qa, r2 + u * 8u);
+      e = q4dot(qb, r2 + ub * 8u);
+      acc.z += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      d = q4dot(qa, r3 + u * 8u);
+      e = q4dot(qb, r3 + ub * 8u);
+      acc.w += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+#endif
+    }
+#ifdef TEAM_SUBGROUP
+    for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) { acc += subgroupShuffleXor(acc, mask); }
+#else
+    tred[lid] = acc;
+    workgroupBarrier();
+    for (var s2 = T / 2u; s2 > 0u; s2 = s2 >> 1u) {
+      if (lane < s2) { tred[lid] = tred[lid] + tred[lid + s2]; }
+      workgroupBarrier();
+    }
+    acc = tred[team * T];
+    workgroupBarrier();
+#endif
+    if (lane == 0u && n < params.N) {
+      for (var j = 0u; j < MB; j++) {
+        if (m0 + j >= params.M) { break; }
+        var v = acc[j];
+#ifdef BIAS
+        v += bias[n];
+#endif
+        let yi = (params.row0 + m0 + j) * params.ldy + params.n_off + n;
+#ifdef ADD
+        y[yi] = y[yi] + v;
+#elif OUT_F32
+        y[yi] = v;
+#else
+        y[yi] = act(v);
+#endif
+      }
+    }
+  }
+#else
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
     var acc: array<vec4<f32>, R>;  // [column][row of the block]
     for (var c = 0u; c < R; c++) { acc[c] = vec4<f32>(0.0); }
@@ -228,4 +330,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   }
+#endif
 }

@@ -46,7 +46,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const defines = { G, ...(useSg ? { LANE_SUBGROUP: 1 } : {}) };
   const common = { rows: a.rows, pages: a.pages, kv: a.kv };
   await record(ctx, { file: "attention_decode.wgsl", defines, overrides: { HD: a.hd, SPLIT: DECODE_SPLIT, WG: 128, ...(useSg ? { SG: sg } : {}) } }, {
-    buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml },
+    buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml, out: a.out },
     params: {
       row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
     },
@@ -55,7 +55,8 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: DECODE_SPLIT } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
     params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
-    grid: [a.D, a.nq, 1],
+    // Not needed while every row fits in one split (attention_decode then writes `out` itself).
+    grid: (s) => (s.maxKvLen > DECODE_SPLIT ? [a.D, a.nq, 1] : [0, 0, 0]),
   });
 }
 

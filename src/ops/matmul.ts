@@ -33,7 +33,7 @@ export interface MatmulTuning {
   tiled: { TM: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 2, magic: true }, tiled: { TM: 8 } };
+const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 1, magic: true }, tiled: { TM: 8 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -66,13 +66,15 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     const params = { M, N: s.n, K, row0: a.row0 ?? 0, ldy, n_off: nOff + s.n0 };
     if (a.mode === "vec") {
       const units = K / unit;
-      const { WG, R } = tuning.vec;
+      const { WG } = tuning.vec;
+      // Q4 has a dedicated one-column-per-team path; other formats may share x loads across R columns.
+      const R = w.format.kind === "q" && w.format.bits === 4 ? 1 : tuning.vec.R;
       // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle.
       const T = Math.max(R, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
       const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
       const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
       const vdefs = {
-        ...defines, MB: M === 1 ? 1 : 4, R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
+        ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
         buffers,

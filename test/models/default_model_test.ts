@@ -32,7 +32,7 @@ async function cli(args: string[]): Promise<any> {
 
 let engine: Engine;
 beforeAll(async () => {
-  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 256, maxBatch: 2, logitRows: 128 });
+  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
 });
 afterAll(() => engine.destroy());
 
@@ -92,6 +92,23 @@ describe("the decode loop", () => {
     expect(one.completionTokens).toBe(40);
     expect(many.tokenIds).toEqual(one.tokenIds);
     expect(many.text).toEqual(one.text);
+  });
+
+  test("decoding past one attention split (KV > 256) agrees with the prefill path", async () => {
+    // 300 prompt tokens: decode attention then spans two splits and merges them in attention_combine.
+    const prompt = Array.from({ length: 300 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);
+    const s = new Scheduler(engine, { stepsPerSubmit: 4 });
+    const r = await s.submit({ prompt, maxTokens: 8 }).result;
+    await s.close();
+    expect(r.completionTokens).toBe(8);
+    // The prefill path (tiled attention) must pick the same ids, except at a near-tie.
+    const V = engine.config.dims.vocab;
+    const all = await engine.forwardLogits([...prompt, ...r.tokenIds.slice(0, -1)]);
+    for (let k = 0; k < 8; k++) {
+      const row = all.subarray((prompt.length - 1 + k) * V, (prompt.length + k) * V);
+      const best = row.indexOf(Math.max(...row));
+      if (best !== r.tokenIds[k]) expect(row[best] - row[r.tokenIds[k]], `step ${k}`).toBeLessThan(NEAR_TIE);
+    }
   });
 
   test("EOS ends generation and is not part of the text; stop strings end it early", async () => {

@@ -4,8 +4,9 @@
  * two group sizes each, f16, bf16) with each epilogue (act; f32 + bias; add + bias), odd sizes that are not
  * multiples of the workgroup or tile, row shards with column offsets, and batch invariance (a row's bits do
  * not depend on the other rows of the step).
- * Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 + 1e-5·|ref| (f32 accumulation);
- * act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus the f16 rounding of y).
+ * x is f32 on both paths. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
+ * the f16 rounding of y).
  */
 import { describe, test } from "vitest";
 import { type MatmulInputs, bindMatmul, makeMatmul, matmulTiledCase, matmulVecCase } from "../../src/lab/cases/matmul.ts";

@@ -10,14 +10,15 @@ const MODEL = "flint-coder-19m-mlx-4bit";
 let server: RunningServer;
 let baseline: number;
 // A long prompt in 16-token prefill chunks: many chunks to interrupt.
+// Greedy output of this prompt runs past 120 tokens without an EOS.
+const DECODE_PROMPT = "Write a python class for a bank account with many methods.";
 const LONG = Array.from({ length: 40 }, (_, i) => `def f${i}(x): return x + ${i}`).join("\n");
 
 /** A live /events feed that records everything it sees. */
 class Feed {
   seen: any[] = [];
-  #ac = new AbortController();
   #done: Promise<void>;
-  constructor(res: Response) {
+  constructor(res: Response, readonly ac: AbortController) {
     this.#done = (async () => {
       try {
         for await (const e of sseEvents(res)) this.seen.push(JSON.parse(e.data));
@@ -25,7 +26,8 @@ class Feed {
     })();
   }
   static async open(): Promise<Feed> {
-    const f = new Feed(await fetch(`${server.url}/events`));
+    const ac = new AbortController();
+    const f = new Feed(await fetch(`${server.url}/events`, { signal: ac.signal }), ac);
     await f.until((e) => e.type === "ready");
     return f;
   }
@@ -39,7 +41,7 @@ class Feed {
     }
   }
   async close(): Promise<void> {
-    this.#ac.abort();
+    this.ac.abort();
     await this.#done.catch(() => {});
   }
 }
@@ -86,7 +88,7 @@ describe("client disconnects", () => {
   test("mid-decode: the stream's close stops generation and frees the sequence", async () => {
     const feed = await Feed.open();
     const ac = new AbortController();
-    const res = await chat("Write a long python module.", { max_tokens: 400, stream: true }, ac.signal);
+    const res = await chat(DECODE_PROMPT, { max_tokens: 400, stream: true }, ac.signal);
     const id = Number(res.headers.get("flint-sequence-id"));
     let pieces = 0;
     for await (const e of sseEvents(res)) {
@@ -105,7 +107,7 @@ describe("client disconnects", () => {
   test("a non-streaming request whose client leaves is cancelled too", async () => {
     const feed = await Feed.open();
     const ac = new AbortController();
-    const pending = chat("Write a long python module.", { max_tokens: 400 }, ac.signal).catch((e) => e);
+    const pending = chat(DECODE_PROMPT, { max_tokens: 400 }, ac.signal).catch((e) => e);
     const start = await feed.until((e) => e.type === "start");
     await feed.until((e) => e.type === "prefill" && e.id === start.id && e.processed === e.total);
     ac.abort();
