@@ -14,7 +14,8 @@ import { listServerModels, RemoteModel } from "./remote.ts";
 
 type Mode = "local" | "remote";
 
-const SETTINGS = ["temperature", "max-tokens", "top-p", "top-k", "min-p", "seed", "system-prompt", "context-window"];
+// Kept in localStorage across reloads. The API key is not: it stays in this page only.
+const SETTINGS = ["temperature", "max-tokens", "top-p", "top-k", "min-p", "seed", "system-prompt", "context-window", "server-url"];
 
 class Playground {
   readonly notices = byId("notices");
@@ -50,6 +51,7 @@ class Playground {
       b.addEventListener("click", () => this.setMode(b.dataset.mode as Mode, true));
     }
     byId("server-url").addEventListener("change", () => this.connectRemote());
+    byId("api-key").addEventListener("change", () => this.connectRemote());
     byId("server-model").addEventListener("change", () => this.connectRemote());
     byId("composer").addEventListener("submit", (e) => {
       e.preventDefault();
@@ -65,7 +67,13 @@ class Playground {
       }
     });
     document.addEventListener("keydown", (e) => {
+      const typing = e.target instanceof HTMLInputElement || e.target instanceof HTMLTextAreaElement ||
+        e.target instanceof HTMLSelectElement;
       if (e.key === "Escape" && this.abort) this.abort.abort();
+      else if (e.key === "/" && !typing) {
+        e.preventDefault();
+        this.prompt.focus();
+      }
       else if (e.key === "l" && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
         this.newChat();
@@ -77,7 +85,8 @@ class Playground {
     const saved = prefs.get("mode") as Mode | null;
     const cached = await this.panel.refresh().catch(() => []);
     // Served by `deno task serve`: the server has a model loaded, so that is the quickest start.
-    const server = await listServerModels(this.serverBase(), AbortSignal.timeout(1500)).then(() => true, () => false);
+    const server = await listServerModels(this.serverBase(), { apiKey: this.apiKey(), signal: AbortSignal.timeout(1500) })
+      .then(() => true, () => false);
     this.setMode(saved ?? (server && !cached.length ? "remote" : "local"), false);
     const last = prefs.get("lastModel");
     if (this.mode === "local" && last && cached.some((m) => m.name === last)) await this.panel.loadCached(last);
@@ -125,14 +134,18 @@ class Playground {
     return new URL(v ? v.replace(/\/?$/, "/") : "./", v ? undefined : location.origin + "/").href;
   }
 
+  apiKey(): string {
+    return byId<HTMLInputElement>("api-key").value.trim();
+  }
+
   async connectRemote(): Promise<void> {
     const select = byId<HTMLSelectElement>("server-model");
     const base = this.serverBase();
     try {
-      const ids = await listServerModels(base, AbortSignal.timeout(5000));
-      const want = select.value || ids[0];
+      const ids = await listServerModels(base, { apiKey: this.apiKey(), signal: AbortSignal.timeout(5000) });
+      const want = ids.includes(select.value) ? select.value : ids[0];
       select.replaceChildren(...ids.map((id) => new Option(id, id, false, id === want)));
-      this.remote = ids.length ? new RemoteModel(base, want) : null;
+      this.remote = ids.length ? new RemoteModel(base, want, this.apiKey()) : null;
       this.setPill(this.remote ? this.remote.label : "server has no model", this.remote ? "ok" : "bad");
       this.notices.querySelector('[data-key="server"]')?.remove();
     } catch (e) {

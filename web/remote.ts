@@ -6,8 +6,8 @@
 import type { ChatBackend, ChatTurn, ReplyHandlers, ReplyStats, Sampling } from "./backend.ts";
 
 /** Model ids the server offers; throws with the HTTP status or network error. */
-export async function listServerModels(base: string, signal?: AbortSignal): Promise<string[]> {
-  const r = await fetch(new URL("v1/models", base), { signal });
+export async function listServerModels(base: string, opts: { apiKey?: string; signal?: AbortSignal } = {}): Promise<string[]> {
+  const r = await fetch(new URL("v1/models", base), { signal: opts.signal, headers: auth(opts.apiKey) });
   if (!r.ok) throw new Error(`${new URL("v1/models", base)}: HTTP ${r.status}`);
   const j = await r.json();
   return (j.data ?? []).map((m: { id: string }) => m.id);
@@ -15,7 +15,7 @@ export async function listServerModels(base: string, signal?: AbortSignal): Prom
 
 export class RemoteModel implements ChatBackend {
   /** `base` ends with "/": the server root. */
-  constructor(readonly base: string, readonly model: string) {}
+  constructor(readonly base: string, readonly model: string, readonly apiKey = "") {}
 
   get label(): string {
     return `${this.model} · server ${new URL(this.base).host}`;
@@ -43,7 +43,7 @@ export class RemoteModel implements ChatBackend {
     try {
       const r = await fetch(new URL("v1/chat/completions", this.base), {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", ...auth(this.apiKey) },
         body: JSON.stringify(body),
         signal,
       });
@@ -83,9 +83,12 @@ export class RemoteModel implements ChatBackend {
     };
   }
 
-  /** Prefill progress from `/events`: `{"type":"prefill","processed":N,"total":M}` messages. */
+  /**
+   * Prefill progress from `/events`: `{"type":"prefill","processed":N,"total":M}` messages. EventSource
+   * cannot send an API key, so a server that wants one gives no progress bar.
+   */
   #watchPrefill(on: ReplyHandlers): { close(): void } {
-    if (typeof EventSource === "undefined") return { close() {} };
+    if (typeof EventSource === "undefined" || this.apiKey) return { close() {} };
     let es: EventSource;
     try {
       es = new EventSource(new URL("events", this.base));
@@ -103,6 +106,10 @@ export class RemoteModel implements ChatBackend {
     es.onerror = () => es.close(); // a server without /events: no progress, no retries
     return { close: () => es.close() };
   }
+}
+
+function auth(key?: string): Record<string, string> {
+  return key ? { authorization: `Bearer ${key}` } : {};
 }
 
 /** The `data:` payloads of a server-sent-events stream. */

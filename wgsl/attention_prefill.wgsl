@@ -18,7 +18,8 @@ override BK: u32 = 32;
 override WG: u32 = 128;
 const OPL: u32 = {{OPL}}u;   // ceil(BQ·G·HD / WG), outputs per lane
 override QV: u32 = BQ * G;
-override KS: u32 = HD + 1u;  // padded K/V row stride in workgroup memory (fewer bank conflicts)
+override H4: u32 = HD / 4u;  // vec4s per head row
+override KS: u32 = H4 + 1u;  // padded K/V row stride in vec4s (fewer bank conflicts)
 
 struct Params {
   row0: u32,       // first step row of the segment
@@ -36,9 +37,10 @@ struct Params {
 @group(0) @binding(4) var<storage, read> kv: array<act>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-var<workgroup> qs: array<act, QV * HD>;
-var<workgroup> ks: array<act, BK * KS>;
-var<workgroup> vs: array<act, BK * KS>;
+// Tiles in f32 (converted once on load): the inner loops are vec4 dot products, no per-FMA conversions.
+var<workgroup> qs: array<vec4<f32>, QV * H4>;
+var<workgroup> ks: array<vec4<f32>, BK * KS>;
+var<workgroup> vs: array<vec4<f32>, BK * KS>;
 var<workgroup> ss: array<f32, QV * BK>;
 var<workgroup> alpha: array<f32, QV>;
 
@@ -55,12 +57,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let prow = first.slot * params.max_pages;
   let kmax = rows[params.row0 + i0 + nqb - 1u].pos + 1u;
 
-  for (var e = lid; e < QV * HD; e += WG) {
-    let v = e / HD;
-    let d = e % HD;
+  for (var e = lid; e < QV * H4; e += WG) {
+    let v = e / H4;
+    let d = (e % H4) * 4u;
     let i = min(v / G, nqb - 1u);
     let g = v % G;
-    qs[e] = act(f32(q[(params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d]) * params.scale);
+    let o = (params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d;
+    qs[e] = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * params.scale;
   }
   var m = -3.0e38;
   var l = 0.0;
@@ -69,13 +72,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
-    for (var e = lid; e < BK * HD; e += WG) {
-      let t = e / HD;
-      let d = e % HD;
+    for (var e = lid; e < BK * H4; e += WG) {
+      let t = e / H4;
+      let d4 = e % H4;
       let j = kt + min(t, nk - 1u);
-      let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d;
-      ks[t * KS + d] = kv[base];
-      vs[t * KS + d] = kv[base + nkv * ps * HD];
+      let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d4 * 4u;
+      let vb = base + nkv * ps * HD;
+      ks[t * KS + d4] = vec4<f32>(f32(kv[base]), f32(kv[base + 1u]), f32(kv[base + 2u]), f32(kv[base + 3u]));
+      vs[t * KS + d4] = vec4<f32>(f32(kv[vb]), f32(kv[vb + 1u]), f32(kv[vb + 2u]), f32(kv[vb + 3u]));
     }
     workgroupBarrier();
     for (var e = lid; e < QV * BK; e += WG) {
@@ -84,9 +88,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let i = v / G;
       var sv = -3.0e38;
       if (i < nqb && t < nk && kt + t <= rows[params.row0 + i0 + i].pos) {
-        var acc = 0.0;
-        for (var d = 0u; d < HD; d++) { acc = fma(f32(qs[v * HD + d]), f32(ks[t * KS + d]), acc); }
-        sv = acc;
+        var acc = vec4<f32>(0.0);
+        for (var d4 = 0u; d4 < H4; d4++) { acc = fma(qs[v * H4 + d4], ks[t * KS + d4], acc); }
+        sv = acc.x + acc.y + acc.z + acc.w;
       }
       ss[e] = sv;
     }
@@ -113,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let v = oi / HD;
         let d = oi % HD;
         var acc = o[k] * alpha[v];
-        for (var t = 0u; t < nk; t++) { acc = fma(ss[v * BK + t], f32(vs[t * KS + d]), acc); }
+        for (var t = 0u; t < nk; t++) { acc = fma(ss[v * BK + t], vs[t * KS + d / 4u][d % 4u], acc); }
         o[k] = acc;
       }
     }

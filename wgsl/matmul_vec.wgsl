@@ -154,6 +154,25 @@ fn q4dot(q: vec4<u32>, xb: u32) -> vec2<f32> {
   return vec2<f32>(d, sx.x + sx.y + sx.z + sx.w);
 }
 
+// Σ q·x of one Q4 unit against x values already in registers (shared by the R4 columns of a lane).
+fn q4dot8(q: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+          x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
+#if QMAGIC
+  var pk = magic4(q.x & 0xffffu) * x0;
+  pk = fma(magic4(q.x >> 16u), x1, pk);
+  pk = fma(magic4(q.y & 0xffffu), x2, pk);
+  pk = fma(magic4(q.y >> 16u), x3, pk);
+  pk = fma(magic4(q.z & 0xffffu), x4, pk);
+  pk = fma(magic4(q.z >> 16u), x5, pk);
+  pk = fma(magic4(q.w & 0xffffu), x6, pk);
+  pk = fma(magic4(q.w >> 16u), x7, pk);
+  return dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+#else
+  return (dot(nib8lo(q.x), x0) + dot(nib8hi(q.x), x1)) + (dot(nib8lo(q.y), x2) + dot(nib8hi(q.y), x3)) +
+         (dot(nib8lo(q.z), x4) + dot(nib8hi(q.z), x5)) + (dot(nib8lo(q.w), x6) + dot(nib8hi(q.w), x7));
+#endif
+}
+
 fn scale_bias(n: u32, u: u32, gpr: u32) -> vec2<f32> {
   let gi = n * gpr + (u * 32u) / GS;
   return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
@@ -178,7 +197,70 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
   for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
 
-#if Q4
+#if Q4R4
+  // Single-row fast path: each lane takes 4 adjacent columns for its units, so every x value loaded from
+  // L1 feeds 4 weight units (x traffic would otherwise be 8× the weight traffic), and 64 B of weights are
+  // in flight per lane.
+  let nb = n0 * 4u;
+  let c0 = min(nb, params.N - 1u);
+  let c1 = min(nb + 1u, params.N - 1u);
+  let c2 = min(nb + 2u, params.N - 1u);
+  let c3 = min(nb + 3u, params.N - 1u);
+  let xr = params.row0 * K4;
+  var acc = vec4<f32>(0.0);
+  for (var u = lane; u < units; u += T) {
+    let q0 = w[c0 * units + u];
+    let q1 = w[c1 * units + u];
+    let q2 = w[c2 * units + u];
+    let q3 = w[c3 * units + u];
+    let s0 = scale_bias(c0, u, gpr);
+    let s1 = scale_bias(c1, u, gpr);
+    let s2 = scale_bias(c2, u, gpr);
+    let s3 = scale_bias(c3, u, gpr);
+    let xb = xr + u * 8u;
+    let x0 = x[xb];
+    let x1 = x[xb + 1u];
+    let x2 = x[xb + 2u];
+    let x3 = x[xb + 3u];
+    let x4 = x[xb + 4u];
+    let x5 = x[xb + 5u];
+    let x6 = x[xb + 6u];
+    let x7 = x[xb + 7u];
+    let sv = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+    let sx = sv.x + sv.y + sv.z + sv.w;
+    acc += vec4<f32>(s0.x, s1.x, s2.x, s3.x) * vec4<f32>(q4dot8(q0, x0, x1, x2, x3, x4, x5, x6, x7),
+                                                          q4dot8(q1, x0, x1, x2, x3, x4, x5, x6, x7),
+                                                          q4dot8(q2, x0, x1, x2, x3, x4, x5, x6, x7),
+                                                          q4dot8(q3, x0, x1, x2, x3, x4, x5, x6, x7)) +
+           vec4<f32>(s0.y, s1.y, s2.y, s3.y) * sx;
+  }
+#ifdef TEAM_SUBGROUP
+  for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) { acc += subgroupShuffleXor(acc, mask); }
+#else
+  tred[lid] = acc;
+  workgroupBarrier();
+  for (var st = T / 2u; st > 0u; st = st >> 1u) {
+    if (lane < st) { tred[lid] = tred[lid] + tred[lid + st]; }
+    workgroupBarrier();
+  }
+  acc = tred[team * T];
+#endif
+  if (lane < 4u && nb + lane < params.N) {
+    let n = nb + lane;
+    var v = acc[lane];
+#ifdef BIAS
+    v += bias[n];
+#endif
+    let yi = params.row0 * params.ldy + params.n_off + n;
+#ifdef ADD
+    y[yi] = y[yi] + v;
+#elif OUT_F32
+    y[yi] = v;
+#else
+    y[yi] = act(v);
+#endif
+  }
+#elif Q4
   // Fast path: one column per team (R = 1), two units in flight per lane, MB rows as vec4 components.
   let n = n0;
   let nc = min(n, params.N - 1u);

@@ -1,17 +1,20 @@
 // Sampling on the GPU, one workgroup per logit row, and the sequence advance that lets the next step run
 // without the CPU: the chosen id goes to hist[slot, pos + 1] (read by the next step's embedding) and the
 // slot's position moves on; EOS or the length limit sets `done`, after which the slot is left untouched.
+//   penalties first (OpenAI frequency/presence, over the last PENALTY_WINDOW tokens of the sequence, prompt
+//   included, as llama.cpp's penalty_last_n): each distinct id there loses count·frequency + presence.
 //   greedy (temperature 0 or top_k 1): argmax, lowest id on ties.
 //   otherwise z = logits / T; keep z ≥ threshold, where the threshold is the k-th largest z (top_k), then
 //   the smallest set of largest z whose probability mass reaches top_p, then z_max + ln(min_p); thresholds
 //   are found by bisection on the value (ties at the threshold are all kept). Draw u from a counter-based
 //   hash of (seed, position) and take the first id whose running mass (in id order) exceeds u.
-// Bindings:  logits (L, V) f32;  lrows (L) u32 step row of each logit row;  rows (R)
+// Bindings:  logits (L, V) f32, penalised in place;  lrows (L) u32 step row of each logit row;  rows (R)
 //            sp     (slots) SampleParams;  slots (slots) SlotState;  hist (slots, ctx) u32;  eos (1 + n) u32
 // Grid: (L). Workgroup: WG lanes; lane t scans ids t, t + WG, ... (and a contiguous chunk when drawing).
 #include "lib/common.wgsl"
 
 override WG: u32 = 256;
+const PENALTY_WINDOW: u32 = 64u;  // one lane per window token (capped at WG)
 #include "lib/reduce.wgsl"
 
 struct Params {
@@ -24,8 +27,8 @@ struct SampleParams {
   top_p: f32,
   min_p: f32,
   seed: u32,
-  _pad0: u32,
-  _pad1: u32,
+  frequency_penalty: f32,
+  presence_penalty: f32,
   _pad2: u32,
 }
 struct SlotState {
@@ -35,7 +38,7 @@ struct SlotState {
   _pad: u32,
 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(1) var<storage, read_write> logits: array<f32>;
 @group(0) @binding(2) var<storage, read> lrows: array<u32>;
 @group(0) @binding(3) var<storage, read> rows: array<Row>;
 @group(0) @binding(4) var<storage, read> sp: array<SampleParams>;
@@ -79,6 +82,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let p = sp[slot];
   let V = params.V;
   let base = lr * V;
+
+  if (p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) {
+    // Lane j takes the token j places back from the newest; only the newest occurrence of an id applies.
+    let h0 = slot * params.ctx;
+    let n = min(row.pos + 1u, min(PENALTY_WINDOW, WG));
+    if (lid < n) {
+      let tok = hist[h0 + row.pos - lid];
+      var count = 0u;
+      var newest = true;
+      for (var j = 0u; j < n; j++) {
+        if (hist[h0 + row.pos - j] == tok) {
+          count++;
+          if (j < lid) { newest = false; }
+        }
+      }
+      if (newest && tok < V) { logits[base + tok] -= f32(count) * p.frequency_penalty + p.presence_penalty; }
+    }
+    storageBarrier();
+  }
 
   // Argmax (lowest id on ties) and the minimum, in fixed order.
   var bv = -3.0e38;

@@ -27,20 +27,24 @@ function size(b: number): string {
   return b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(1)} MiB` : `${(b / 2 ** 10).toFixed(0)} KiB`;
 }
 
-/** `name` as a folder inside `root`, after resolving `..` and symlinks; anything outside is refused. */
+/**
+ * `name` as a folder inside `root`. The name itself must stay inside (relative, no `..`); a symlink the
+ * owner put in the models directory may point elsewhere, as model folders often do.
+ */
 export async function resolveInside(root: string, name: string): Promise<DiskModelSource> {
-  if (name.includes("\0")) throw new ValidationError("model must be a folder name", "model");
-  const base = await Deno.realPath(root);
-  const candidate = name.startsWith("/") ? name : `${base}/${name}`;
-  let real: string;
-  try {
-    real = await Deno.realPath(candidate);
-  } catch {
-    throw new NotFoundError(`model "${name}" not found in the models directory ${base}`, "model_not_found");
+  const parts = name.split("/").filter((p) => p && p !== ".");
+  if (name.startsWith("/") || name.includes("\0") || name.includes("\\") || parts.includes("..") || !parts.length) {
+    throw new PermissionError(`model "${name}" is outside the models directory; give a folder name inside ${root}`);
   }
-  if (!real.startsWith(base + "/")) throw new PermissionError(`model "${name}" is outside the models directory ${base}`);
-  if (!(await Deno.stat(real)).isDirectory) throw new NotFoundError(`model "${name}" is not a folder`, "model_not_found");
-  return new DiskModelSource(real);
+  const path = `${root.replace(/\/+$/, "")}/${parts.join("/")}`;
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(path);
+  } catch {
+    throw new NotFoundError(`model "${name}" not found in the models directory ${root}`, "model_not_found");
+  }
+  if (!info.isDirectory) throw new NotFoundError(`model "${name}" is not a folder in ${root}`, "model_not_found");
+  return new DiskModelSource(path);
 }
 
 export async function main(argv: string[]): Promise<number> {

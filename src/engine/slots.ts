@@ -16,6 +16,9 @@ export interface SamplingParams {
   /** 0 = off. */
   minP: number;
   seed: number;
+  /** OpenAI frequency/presence penalties over the last 64 tokens (sample.wgsl); 0 or absent = off. */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
 }
 
 export const GREEDY: SamplingParams = { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0 };
@@ -68,6 +71,8 @@ export class Slots implements SlotBuffers {
     sp.setFloat32(8, p.topP, true);
     sp.setFloat32(12, p.minP, true);
     sp.setUint32(16, p.seed >>> 0, true);
+    sp.setFloat32(20, p.frequencyPenalty ?? 0, true);
+    sp.setFloat32(24, p.presencePenalty ?? 0, true);
     q.writeBuffer(this.sampling, slot * 32, sp.buffer);
   }
 }

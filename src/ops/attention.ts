@@ -3,7 +3,7 @@
  * for decode rows, and the tiled online-softmax kernel (`attention_prefill.wgsl`) for prefill segments.
  * @module
  */
-import { actBytes, check, type OpContext, record } from "./context.ts";
+import { check, type OpContext, record } from "./context.ts";
 
 /** Keys per split of decode attention: a row of length L uses ceil(L / SPLIT) workgroups per kv head. */
 export const DECODE_SPLIT = 256;
@@ -68,7 +68,7 @@ export interface PrefillAttentionArgs extends Common {
 export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs): Promise<void> {
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} nkv=${a.nkv}`);
-  const t = prefillTiles(a.hd, G, actBytes(ctx), ctx.gpu.info.maxWorkgroupStorage);
+  const t = prefillTiles(a.hd, G, ctx.gpu.info.maxWorkgroupStorage);
   await record(ctx, {
     file: "attention_prefill.wgsl",
     defines: { OPL: t.OPL },
@@ -83,11 +83,12 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /** Tile sizes for prefill attention that fit the device's workgroup memory. */
-export function prefillTiles(hd: number, G: number, ab: number, maxShared: number) {
+export function prefillTiles(hd: number, G: number, maxShared: number) {
   const WG = 128;
   let BK = 32;
   let qv = 32;
-  const bytes = (QV: number, BK: number) => QV * hd * ab + 2 * BK * (hd + 1) * ab + QV * BK * 4 + QV * 4 + 64;
+  // f32 tiles: Q (QV·hd), K and V (BK rows of hd + 4 padding), scores (QV·BK), alpha (QV).
+  const bytes = (QV: number, BK: number) => QV * hd * 4 + 2 * BK * (hd + 4) * 4 + QV * BK * 4 + QV * 4 + 64;
   while (bytes(qv, BK) > maxShared && (qv > G || BK > 8)) {
     if (BK > 16) BK /= 2;
     else if (qv > G) qv = Math.max(G, qv / 2);

@@ -28,12 +28,12 @@ export interface MatmulArgs {
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
   /** Vector kernel: lanes per team (0 = pick from K), workgroup size, columns per team, magic Q4 dequant. */
-  vec: { T: number; WG: number; R: number; magic: boolean };
+  vec: { T: number; WG: number; R: number; magic: boolean; r4: boolean };
   /** Tiled kernel: rows per lane, 4 or 8 (tile = 16·TM × 64). */
   tiled: { TM: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 1, magic: true }, tiled: { TM: 8 } };
+const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 1, magic: true, r4: true }, tiled: { TM: 8 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -67,19 +67,22 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     if (a.mode === "vec") {
       const units = K / unit;
       const { WG } = tuning.vec;
-      // Q4 has a dedicated one-column-per-team path; other formats may share x loads across R columns.
-      const R = w.format.kind === "q" && w.format.bits === 4 ? 1 : tuning.vec.R;
+      const q4 = w.format.kind === "q" && w.format.bits === 4;
+      // Q4: single rows take the 4-columns-per-lane path (x loaded once for 4 weight rows); batches one column.
+      const r4 = q4 && M === 1 && tuning.vec.r4;
+      const R = q4 ? 1 : tuning.vec.R;
+      const cols = r4 ? 4 : R;
       // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle.
-      const T = Math.max(R, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
+      const T = Math.max(cols, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
       const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
       const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
       const vdefs = {
-        ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
+        ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), ...(r4 ? { Q4R4: 1 } : {}), R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
         buffers,
         params,
-        grid: grid1d(Math.ceil(s.n / ((WG / T) * R))),
+        grid: grid1d(Math.ceil(s.n / ((WG / T) * cols))),
       });
     } else {
       const { TM } = tuning.tiled;

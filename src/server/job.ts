@@ -66,13 +66,15 @@ export class Job {
 }
 
 /** Sampling defaults of both APIs: temperature 1, and a fresh seed unless one is given. */
-export function sampling(o: { temperature?: number; topP?: number; topK?: number; minP?: number; seed?: number }): SamplingParams {
+export function sampling(o: Partial<Omit<SamplingParams, "seed">> & { seed?: number }): SamplingParams {
   return {
     temperature: o.temperature ?? 1,
     topP: o.topP ?? 1,
     topK: o.topK ?? 0,
     minP: o.minP ?? 0,
     seed: o.seed !== undefined ? Number(BigInt.asUintN(32, BigInt(o.seed))) : Math.floor(Math.random() * 2 ** 32),
+    frequencyPenalty: o.frequencyPenalty ?? 0,
+    presencePenalty: o.presencePenalty ?? 0,
   };
 }
 

@@ -30,10 +30,6 @@ export function readCommon(f: Fields, defaultMaxTokens: number | null): CommonPa
     throw new ValidationError("logprobs are not supported by this server", "logprobs");
   }
   if (f.optNumber("top_logprobs", { integer: true, min: 0 })) throw new ValidationError("top_logprobs is not supported", "top_logprobs");
-  for (const k of ["frequency_penalty", "presence_penalty"]) {
-    const v = f.optNumber(k, { min: -2, max: 2 });
-    if (v) throw new ValidationError(`${k} is not supported yet: send 0 or leave it out`, k);
-  }
   const stream = f.optBool("stream") ?? false;
   const so = f.optObject("stream_options");
   const maxTokens = f.optNumber("max_completion_tokens", { integer: true, min: 1 }) ??
@@ -50,6 +46,9 @@ export function readCommon(f: Fields, defaultMaxTokens: number | null): CommonPa
       topK: f.optNumber("top_k", { integer: true, min: 0 }),
       minP: f.optNumber("min_p", { min: 0, max: 1 }),
       seed: f.optNumber("seed", { integer: true }),
+      // Applied on the GPU over the last 64 tokens of the sequence, as llama-server does (sample.wgsl).
+      frequencyPenalty: f.optNumber("frequency_penalty", { min: -2, max: 2 }),
+      presencePenalty: f.optNumber("presence_penalty", { min: -2, max: 2 }),
     }),
   };
 }

@@ -106,7 +106,7 @@ async function send(c: Case): Promise<Response> {
   const headers: Record<string, string> = { "content-type": "application/json", ...c.headers };
   if (c.auth !== false) headers.authorization = `Bearer ${KEY}`;
   let body: BodyInit | undefined;
-  if (c.body instanceof Uint8Array) body = c.body;
+  if (c.body instanceof Uint8Array) body = c.body as Uint8Array<ArrayBuffer>;
   else if (typeof c.body === "string") body = c.body;
   else if (c.body !== undefined) body = JSON.stringify(c.body);
   return await fetch(`${server.url}${c.path}`, { method: c.method ?? "POST", headers, body });

@@ -153,11 +153,14 @@ describe("openai SDK", () => {
   });
 });
 
+/** This SDK version no longer types `temperature`; the server still reads it (older clients send it). */
+const greedy = <T extends object>(p: T): T => ({ ...p, temperature: 0 });
+
 describe("anthropic SDK", () => {
   const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Write a python function that adds two numbers." }];
 
   test("messages: streaming gives the same content and usage as non-streaming; count_tokens agrees", async () => {
-    const full = await anthropic.messages.create({ model: MODEL, max_tokens: 12, messages, system: "You write code.", temperature: 0 });
+    const full = await anthropic.messages.create(greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }));
     expect(full.type).toBe("message");
     expect(full.stop_reason).toBe("max_tokens");
     expect(full.usage.output_tokens).toBe(12);
@@ -165,7 +168,7 @@ describe("anthropic SDK", () => {
     expect(counted.input_tokens).toBe(full.usage.input_tokens);
 
     const events: string[] = [];
-    const stream = anthropic.messages.stream({ model: MODEL, max_tokens: 12, messages, system: "You write code.", temperature: 0 });
+    const stream = anthropic.messages.stream(greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }));
     stream.on("streamEvent", (e) => events.push(e.type));
     const final = await stream.finalMessage();
     expect(final.content).toEqual(full.content);
@@ -186,7 +189,7 @@ describe("anthropic SDK", () => {
       { role: "assistant", content: [{ type: "text", text: "Checking." }, { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
       { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "21 C and sunny" }] },
     ];
-    const r = await anthropic.messages.create({ model: MODEL, max_tokens: 8, messages: history, tools, temperature: 0 });
+    const r = await anthropic.messages.create(greedy({ model: MODEL, max_tokens: 8, messages: history, tools }));
     const counted = await anthropic.messages.countTokens({ model: MODEL, messages: history, tools });
     expect(r.usage.input_tokens).toBe(counted.input_tokens);
     const expected = renderChat(tok, {

@@ -1,6 +1,8 @@
 /**
  * Float64 reference of sample.wgsl and step_begin.wgsl: the sampling semantics the kernel header defines,
  * and the slot advance.
+ *   penalties first: over the last 64 tokens of the slot's history (up to and including pos), each distinct
+ *   id loses count·frequency_penalty + presence_penalty.
  *   greedy (temperature ≤ 0 or top_k = 1): argmax, lowest id on ties.
  *   otherwise z = logit / T; support = {i : z_i ≥ t}, t the largest of: min z; the k-th largest z (top_k);
  *   the largest z-value whose "mass of all z ≥ it" still reaches top_p of the mass left by top_k (top_p);
@@ -19,6 +21,33 @@ export interface SampleParams {
   topP: number;
   minP: number;
   seed: number;
+  /** OpenAI penalties over the last PENALTY_WINDOW tokens (0 or absent: off). */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+}
+
+/** Tokens (newest first, up to and including pos) that the penalties look at. */
+export const PENALTY_WINDOW = 64;
+
+/** The logit row after the frequency/presence penalties of slot `slot` at position `pos`. */
+export function penalize(
+  row: ArrayLike<number>,
+  p: SampleParams,
+  hist: Uint32Array,
+  slot: number,
+  ctx: number,
+  pos: number,
+): Float64Array {
+  const out = Float64Array.from(row);
+  const fp = p.frequencyPenalty ?? 0, pp = p.presencePenalty ?? 0;
+  if (fp === 0 && pp === 0) return out;
+  const counts = new Map<number, number>();
+  for (let j = 0; j < Math.min(pos + 1, PENALTY_WINDOW); j++) {
+    const t = hist[slot * ctx + pos - j];
+    counts.set(t, (counts.get(t) ?? 0) + 1);
+  }
+  for (const [t, c] of counts) if (t < out.length) out[t] -= c * fp + pp;
+  return out;
 }
 
 export interface SlotState {
