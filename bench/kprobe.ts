@@ -7,6 +7,7 @@ import type { Linear } from "../src/ops/linear.ts";
 import { setMatmulTuning } from "../src/ops/matmul.ts";
 
 const F32 = Deno.args.includes("--f32");
+const QUICK = Deno.args.includes("--quick");
 const gpu = await Gpu.create({ f16: !F32 });
 console.log(JSON.stringify(gpu.info));
 const dev = gpu.device;
@@ -78,7 +79,8 @@ for (const [name, N, K] of shapes) {
   const bytes = N * K * (0.5 + 4 / 64);
   for (const M of [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
-    for (const magic of [true, false]) for (const T of [8, 16, 32]) for (const R of [1]) for (const WG of [64, 128, 256]) {
+    for (const magic of QUICK ? [true] : [true, false]) for (const T of [8, 16, 32]) for (const R of [1]) for (const WG of [64, 128, 256]) {
+      if (QUICK && M === 4) continue;
       if (T > WG || (M === 4 && (WG === 256 || !magic || T === 8))) continue;
       setMatmulTuning({ vec: { T, R, WG, magic } });
       const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} R=${R} WG=${WG} magic=${magic}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec" }); }, 20, bytes * 6, 2 * N * K * M * 6);
@@ -88,7 +90,7 @@ for (const [name, N, K] of shapes) {
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
   setMatmulTuning({ vec: { T: 0, R: 2, WG: 128, magic: true } });
-  if (F32) continue;
+  if (F32 || QUICK) continue;
   for (const TM of [4, 8]) {
     setMatmulTuning({ tiled: { TM } });
     const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
