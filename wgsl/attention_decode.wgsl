@@ -1,6 +1,6 @@
 // Decode attention over the paged KV cache, split along the keys (flash-decoding), first half:
-//   for row r, kv head h, split s: keys j in [s·SPLIT, min((s+1)·SPLIT, pos_r + 1)), the G = nq/nkv query heads
-//   of h (GQA: each K/V row is read once for all G heads):
+//   for row r, kv head h, split s: keys j in [s·SPLIT, min((s+1)·SPLIT, pos_r + 1)), up to four query heads
+//   of h at once (GQA: each K/V row is read once for them):
 //     m = max_j q·k_j·scale,  l = Σ_j e^(q·k_j·scale − m),  o = Σ_j e^(q·k_j·scale − m) · v_j
 //   written unnormalised; attention_combine.wgsl merges the splits in order. A row whose keys fit in one
 //   split writes its normalised output straight to `out` (the combine pass then skips it, or is not run).
@@ -11,20 +11,27 @@
 //            opart (R, nq, max_split, hd) f32
 //            ml    (R, nq, max_split) vec2<f32>  (m, l)
 //            out   (R, nq·hd) f32                 (rows with a single split)
-// Grid: (n rows, nkv, splits); splits = ceil(longest KV / SPLIT), splits past a row's length exit at once.
-// Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ... in one pass:
-// its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the dot products across the group
-// (subgroup shuffles), and keep an online softmax (running max, sum, output) per query head. The KG group
-// states are then merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
+// Grid: (n rows, nkv · ceil(G/4), splits); splits = ceil(longest KV / SPLIT); splits past a row's length
+// exit at once. Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ...
+// in one pass: its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the four heads' dot
+// products across the group (one vec4 shuffle), and keep the four online softmaxes as vec4s (per-head state
+// in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group states are then
+// merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;      // head dim
+override G: u32 = 1;         // query heads per kv head
 override SPLIT: u32 = 256;   // keys per split
 override WG: u32 = 128;
 override SG: u32 = 32;       // subgroup size the merge assumes (≥ L)
 override L: u32 = HD / 8u;   // lanes per key row
 override KG: u32 = WG / L;   // key rows in flight
-const G: u32 = {{G}}u;       // query heads per kv head (a define: it sizes per-lane arrays)
+#ifdef LANE_SUBGROUP
+override NS: u32 = WG / SG;  // merge slots: one per subgroup
+#else
+override NS: u32 = KG;       // merge slots: one per group
+var<workgroup> sm_dot: array<vec4<f32>, WG>;
+#endif
 
 struct Params {
   row0: u32,       // first step row handled
@@ -48,18 +55,13 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-#ifdef LANE_SUBGROUP
-override NS: u32 = WG / SG;  // merge slots: one per subgroup
-#else
-override NS: u32 = 1u;       // merge slot: groups fold into it one after another
-var<workgroup> sm_dot: array<f32, WG * G>;
-#endif
-var<workgroup> sm_ml: array<vec2<f32>, G * NS>;
-var<workgroup> sm_o: array<vec4<f32>, 2u * G * NS * L>;
+// Merge slots: m and l of the 4 heads, and 8 dims × 4 heads per lane.
+var<workgroup> sm_m: array<vec4<f32>, NS>;
+var<workgroup> sm_l: array<vec4<f32>, NS>;
+var<workgroup> sm_o: array<vec4<f32>, NS * L * 8u>;
 
 struct Kv8 { a: vec4<f32>, b: vec4<f32> }
 
-// 8 values of the cache starting at element e (a multiple of 8).
 fn kv8(e: u32) -> Kv8 {
 #ifdef F16
   let v = kv[e / 8u];
@@ -69,19 +71,74 @@ fn kv8(e: u32) -> Kv8 {
 #endif
 }
 
-// Merge (m2, l2, o2) into (m, l, o): the standard combination of two online-softmax states.
-struct St { m: f32, l: f32, a: vec4<f32>, b: vec4<f32> }
+fn q8(o: u32) -> Kv8 {
+  return Kv8(vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])),
+             vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])));
+}
+
+// Online-softmax state of four heads: 8 dims each (a: dims 0-3, b: dims 4-7) per lane.
+struct St {
+  m: vec4<f32>, l: vec4<f32>,
+  a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>,
+  a2: vec4<f32>, b2: vec4<f32>, a3: vec4<f32>, b3: vec4<f32>,
+}
+
 fn merge(x: St, y: St) -> St {
   let mn = max(x.m, y.m);
   let c1 = exp(x.m - mn);
   let c2 = exp(y.m - mn);
-  return St(mn, x.l * c1 + y.l * c2, x.a * c1 + y.a * c2, x.b * c1 + y.b * c2);
+  return St(mn, x.l * c1 + y.l * c2,
+            x.a0 * c1.x + y.a0 * c2.x, x.b0 * c1.x + y.b0 * c2.x, x.a1 * c1.y + y.a1 * c2.y, x.b1 * c1.y + y.b1 * c2.y,
+            x.a2 * c1.z + y.a2 * c2.z, x.b2 * c1.z + y.b2 * c2.z, x.a3 * c1.w + y.a3 * c2.w, x.b3 * c1.w + y.b3 * c2.w);
+}
+
+#ifdef LANE_SUBGROUP
+fn shuffle(x: St, mask: u32) -> St {
+  return St(subgroupShuffleXor(x.m, mask), subgroupShuffleXor(x.l, mask),
+            subgroupShuffleXor(x.a0, mask), subgroupShuffleXor(x.b0, mask), subgroupShuffleXor(x.a1, mask),
+            subgroupShuffleXor(x.b1, mask), subgroupShuffleXor(x.a2, mask), subgroupShuffleXor(x.b2, mask),
+            subgroupShuffleXor(x.a3, mask), subgroupShuffleXor(x.b3, mask));
+}
+#endif
+
+fn put(slot: u32, lane: u32, st: St) {
+  if (lane == 0u) {
+    sm_m[slot] = st.m;
+    sm_l[slot] = st.l;
+  }
+  let o = (slot * L + lane) * 8u;
+  sm_o[o] = st.a0; sm_o[o + 1u] = st.b0; sm_o[o + 2u] = st.a1; sm_o[o + 3u] = st.b1;
+  sm_o[o + 4u] = st.a2; sm_o[o + 5u] = st.b2; sm_o[o + 6u] = st.a3; sm_o[o + 7u] = st.b3;
+}
+fn take(slot: u32, lane: u32) -> St {
+  let o = (slot * L + lane) * 8u;
+  return St(sm_m[slot], sm_l[slot], sm_o[o], sm_o[o + 1u], sm_o[o + 2u], sm_o[o + 3u], sm_o[o + 4u],
+            sm_o[o + 5u], sm_o[o + 6u], sm_o[o + 7u]);
+}
+
+fn emit(r: u32, s: u32, qh: u32, d0: u32, len: u32, m: f32, l: f32, a: vec4<f32>, b: vec4<f32>, write_ml: bool) {
+  if (len <= SPLIT) {
+    let ob = (r * params.nq + qh) * HD + d0;
+    for (var c = 0u; c < 4u; c++) {
+      out[ob + c] = a[c] / l;
+      out[ob + 4u + c] = b[c] / l;
+    }
+    return;
+  }
+  let base = (r * params.nq + qh) * params.max_split + s;
+  if (write_ml) { ml[base] = vec2<f32>(m, l); }
+  for (var c = 0u; c < 4u; c++) {
+    opart[base * HD + d0 + c] = a[c];
+    opart[base * HD + d0 + 4u + c] = b[c];
+  }
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wid.x;
-  let h = wid.y;
+  let nhb = (G + 3u) / 4u;
+  let h = wid.y / nhb;                 // kv head
+  let g0 = (wid.y % nhb) * 4u;         // first query head of this block, within the kv head's G
   let s = wid.z;
   let row = rows[r];
   let len = row.pos + 1u;
@@ -91,127 +148,68 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let nq = params.nq;
   let nkv = params.nkv;
   let ps = params.ps;
-  let pstride = 2u * nkv * ps * HD;  // elements per page
+  let pstride = 2u * nkv * ps * HD;
   let prow = row.slot * params.max_pages;
   let grp = lid / L;
   let lane = lid % L;
   let d0 = lane * 8u;
 
-  // This lane's 8 dims of every query head, pre-scaled.
-  var qa: array<vec4<f32>, G>;
-  var qb: array<vec4<f32>, G>;
-  for (var g = 0u; g < G; g++) {
-    let o = r * nq * HD + (h * G + g) * HD + d0;
-    qa[g] = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * params.scale;
-    qb[g] = vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])) * params.scale;
-  }
+  // Four query heads (clamped: heads past G are computed and dropped), pre-scaled.
+  let qbase = r * nq * HD + h * G * HD + d0;
+  let q0 = q8(qbase + min(g0, G - 1u) * HD);
+  let q1 = q8(qbase + min(g0 + 1u, G - 1u) * HD);
+  let q2 = q8(qbase + min(g0 + 2u, G - 1u) * HD);
+  let q3 = q8(qbase + min(g0 + 3u, G - 1u) * HD);
+  let sc = params.scale;
 
-  // One pass over this group's keys with an online softmax per head.
-  var m: array<f32, G>;
-  var l: array<f32, G>;
-  var oa: array<vec4<f32>, G>;
-  var ob: array<vec4<f32>, G>;
-  for (var g = 0u; g < G; g++) { m[g] = -3.0e38; l[g] = 0.0; oa[g] = vec4<f32>(0.0); ob[g] = vec4<f32>(0.0); }
+  var st = St(vec4<f32>(-3.0e38), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+              vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
   for (var t0 = 0u; t0 < nj; t0 += KG) {
     let t = t0 + grp;
-    let valid = t < nj;
     let j = j0 + min(t, nj - 1u);
     let kb = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d0;
     let k = kv8(kb);
     let v = kv8(kb + nkv * ps * HD);  // V lives nkv·ps·hd after K in the page
-    var dots: array<f32, G>;
-    for (var g = 0u; g < G; g++) { dots[g] = dot(qa[g], k.a) + dot(qb[g], k.b); }
-    // Sum the L lanes of the group: shuffles inside a subgroup, or workgroup memory.
+    var d = vec4<f32>(dot(q0.a, k.a) + dot(q0.b, k.b), dot(q1.a, k.a) + dot(q1.b, k.b),
+                      dot(q2.a, k.a) + dot(q2.b, k.b), dot(q3.a, k.a) + dot(q3.b, k.b)) * sc;
 #ifdef LANE_SUBGROUP
-    for (var g = 0u; g < G; g++) {
-      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { dots[g] += subgroupShuffleXor(dots[g], mask); }
-    }
+    for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
 #else
-    for (var g = 0u; g < G; g++) { sm_dot[lid * G + g] = dots[g]; }
+    sm_dot[lid] = d;
     workgroupBarrier();
-    for (var g = 0u; g < G; g++) {
-      var p = 0.0;
-      for (var i = 0u; i < L; i++) { p += sm_dot[(grp * L + i) * G + g]; }
-      dots[g] = p;
-    }
+    d = vec4<f32>(0.0);
+    for (var i = 0u; i < L; i++) { d += sm_dot[grp * L + i]; }
     workgroupBarrier();
 #endif
-    if (valid) {
-      for (var g = 0u; g < G; g++) {
-        let mn = max(m[g], dots[g]);
-        let c = exp(m[g] - mn);
-        let p = exp(dots[g] - mn);
-        l[g] = l[g] * c + p;
-        oa[g] = oa[g] * c + p * v.a;
-        ob[g] = ob[g] * c + p * v.b;
-        m[g] = mn;
-      }
+    if (t < nj) {
+      let mn = max(st.m, d);
+      let c = exp(st.m - mn);
+      let p = exp(d - mn);
+      st.l = st.l * c + p;
+      st.a0 = st.a0 * c.x + p.x * v.a; st.b0 = st.b0 * c.x + p.x * v.b;
+      st.a1 = st.a1 * c.y + p.y * v.a; st.b1 = st.b1 * c.y + p.y * v.b;
+      st.a2 = st.a2 * c.z + p.z * v.a; st.b2 = st.b2 * c.z + p.z * v.b;
+      st.a3 = st.a3 * c.w + p.w * v.a; st.b3 = st.b3 * c.w + p.w * v.b;
+      st.m = mn;
     }
   }
 
   // Merge the KG group states in a fixed order.
 #ifdef LANE_SUBGROUP
   let per_sg = SG / L;
-  for (var mask = L; mask < SG; mask = mask << 1u) {
-    for (var g = 0u; g < G; g++) {
-      let o = merge(St(m[g], l[g], oa[g], ob[g]), St(subgroupShuffleXor(m[g], mask), subgroupShuffleXor(l[g], mask),
-                    subgroupShuffleXor(oa[g], mask), subgroupShuffleXor(ob[g], mask)));
-      m[g] = o.m; l[g] = o.l; oa[g] = o.a; ob[g] = o.b;
-    }
-  }
-  if (grp % per_sg == 0u) {
-    let slot = grp / per_sg;
-    for (var g = 0u; g < G; g++) {
-      if (lane == 0u) { sm_ml[g * NS + slot] = vec2<f32>(m[g], l[g]); }
-      sm_o[((g * NS + slot) * L + lane) * 2u] = oa[g];
-      sm_o[((g * NS + slot) * L + lane) * 2u + 1u] = ob[g];
-    }
-  }
-  workgroupBarrier();
+  for (var mask = L; mask < SG; mask = mask << 1u) { st = merge(st, shuffle(st, mask)); }
+  if (grp % per_sg == 0u) { put(grp / per_sg, lane, st); }
 #else
-  // Fold the groups into slot 0 one after another: read (barrier) write (barrier).
-  for (var gi = 0u; gi < KG; gi++) {
-    var merged: array<St, G>;
-    if (grp == gi) {
-      for (var g = 0u; g < G; g++) {
-        merged[g] = St(m[g], l[g], oa[g], ob[g]);
-        if (gi > 0u) {
-          merged[g] = merge(St(sm_ml[g].x, sm_ml[g].y, sm_o[(g * L + lane) * 2u], sm_o[(g * L + lane) * 2u + 1u]), merged[g]);
-        }
-      }
-    }
-    workgroupBarrier();
-    if (grp == gi) {
-      for (var g = 0u; g < G; g++) {
-        if (lane == 0u) { sm_ml[g] = vec2<f32>(merged[g].m, merged[g].l); }
-        sm_o[(g * L + lane) * 2u] = merged[g].a;
-        sm_o[(g * L + lane) * 2u + 1u] = merged[g].b;
-      }
-    }
-    workgroupBarrier();
-  }
+  put(grp, lane, st);
 #endif
-  // Lanes finish one head's 8 dims each: merge the slots in order, write the split's partial.
-  for (var idx = lid; idx < G * L; idx += WG) {
-    let g = idx / L;
-    let ln = idx % L;
-    var st = St(-3.0e38, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-    for (var i = 0u; i < NS; i++) {
-      st = merge(st, St(sm_ml[g * NS + i].x, sm_ml[g * NS + i].y, sm_o[((g * NS + i) * L + ln) * 2u], sm_o[((g * NS + i) * L + ln) * 2u + 1u]));
-    }
-    if (len <= SPLIT) {
-      let ob = (r * nq + h * G + g) * HD + ln * 8u;
-      for (var c = 0u; c < 4u; c++) {
-        out[ob + c] = st.a[c] / st.l;
-        out[ob + 4u + c] = st.b[c] / st.l;
-      }
-      continue;
-    }
-    let base = (r * nq + h * G + g) * params.max_split + s;
-    if (ln == 0u) { ml[base] = vec2<f32>(st.m, st.l); }
-    for (var c = 0u; c < 4u; c++) {
-      opart[base * HD + ln * 8u + c] = st.a[c];
-      opart[base * HD + ln * 8u + 4u + c] = st.b[c];
-    }
+  workgroupBarrier();
+  if (grp == 0u) {
+    var f = take(0u, lane);
+    for (var i = 1u; i < NS; i++) { f = merge(f, take(i, lane)); }
+    let qh = h * G + g0;
+    emit(r, s, qh, d0, len, f.m.x, f.l.x, f.a0, f.b0, lane == 0u);
+    if (g0 + 1u < G) { emit(r, s, qh + 1u, d0, len, f.m.y, f.l.y, f.a1, f.b1, lane == 0u); }
+    if (g0 + 2u < G) { emit(r, s, qh + 2u, d0, len, f.m.z, f.l.z, f.a2, f.b2, lane == 0u); }
+    if (g0 + 3u < G) { emit(r, s, qh + 3u, d0, len, f.m.w, f.l.w, f.a3, f.b3, lane == 0u); }
   }
 }

@@ -6,20 +6,21 @@
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
 //            out   (R, nq·hd) f32 (a matmul input)
-// Grid: (ceil(S / BQ), nkv). A workgroup takes BQ query positions × the G heads of one kv head (QV = BQ·G
-// query vectors) and walks key tiles of BK from 0 to its last position; each K/V tile is read once for all
-// QV vectors. Lane v < QV keeps row v's running max and sum; the QV·hd outputs are spread OPL per lane.
+// Grid: (ceil(S / BQ), nkv). A workgroup holds QV = WG/L query vectors (L = hd/8 lanes each, 8 dims per
+// lane): BQ positions × the G query heads of one kv head. It walks key tiles of BK from 0 to its last
+// position: the tile is loaded once into workgroup memory as f32 (shared by all QV vectors), then each lane
+// group runs an online softmax over the tile's keys (dot across its L lanes by subgroup shuffles). Per-lane
+// state is a few named vec4s, never arrays (those end up in local memory).
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
 override G: u32 = 1;
-override BQ: u32 = 16;
-override BK: u32 = 32;
-override WG: u32 = 128;
-const OPL: u32 = {{OPL}}u;   // ceil(BQ·G·HD / WG), outputs per lane
-override QV: u32 = BQ * G;
+override BK: u32 = 32;       // keys per tile
+override WG: u32 = 256;
+override L: u32 = HD / 8u;   // lanes per query vector
+override QV: u32 = WG / L;   // query vectors per workgroup
+override BQ: u32 = 1;        // positions per workgroup (BQ·G ≤ QV)
 override H4: u32 = HD / 4u;  // vec4s per head row
-override KS: u32 = H4 + 1u;  // padded K/V row stride in vec4s (fewer bank conflicts)
 
 struct Params {
   row0: u32,       // first step row of the segment
@@ -37,12 +38,15 @@ struct Params {
 @group(0) @binding(4) var<storage, read> kv: array<act>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-// Tiles in f32 (converted once on load): the inner loops are vec4 dot products, no per-FMA conversions.
-var<workgroup> qs: array<vec4<f32>, QV * H4>;
-var<workgroup> ks: array<vec4<f32>, BK * KS>;
-var<workgroup> vs: array<vec4<f32>, BK * KS>;
-var<workgroup> ss: array<f32, QV * BK>;
-var<workgroup> alpha: array<f32, QV>;
+var<workgroup> ks: array<vec4<f32>, BK * H4>;
+var<workgroup> vs: array<vec4<f32>, BK * H4>;
+#ifndef LANE_SUBGROUP
+var<workgroup> sm_dot: array<f32, WG>;
+#endif
+
+fn ld4(e: u32) -> vec4<f32> {
+  return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -57,19 +61,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let prow = first.slot * params.max_pages;
   let kmax = rows[params.row0 + i0 + nqb - 1u].pos + 1u;
 
-  for (var e = lid; e < QV * H4; e += WG) {
-    let v = e / H4;
-    let d = (e % H4) * 4u;
-    let i = min(v / G, nqb - 1u);
-    let g = v % G;
-    let o = (params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d;
-    qs[e] = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * params.scale;
-  }
+  // This lane group's query vector: position i, head g (groups past BQ·G are idle but keep step).
+  let grp = lid / L;
+  let lane = lid % L;
+  let d0 = lane * 8u;
+  let i = min(grp / G, nqb - 1u);
+  let g = grp % G;
+  let live = grp < nqb * G;
+  let row = params.row0 + i0 + i;
+  let pos = rows[row].pos;
+  let qo = row * nq * HD + (h * G + g) * HD + d0;
+  let qa = vec4<f32>(f32(q[qo]), f32(q[qo + 1u]), f32(q[qo + 2u]), f32(q[qo + 3u])) * params.scale;
+  let qb = vec4<f32>(f32(q[qo + 4u]), f32(q[qo + 5u]), f32(q[qo + 6u]), f32(q[qo + 7u])) * params.scale;
+
   var m = -3.0e38;
   var l = 0.0;
-  var o: array<f32, OPL>;
-  for (var k = 0u; k < OPL; k++) { o[k] = 0.0; }
-
+  var oa = vec4<f32>(0.0);
+  var ob = vec4<f32>(0.0);
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
     for (var e = lid; e < BK * H4; e += WG) {
@@ -77,64 +85,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let d4 = e % H4;
       let j = kt + min(t, nk - 1u);
       let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d4 * 4u;
-      let vb = base + nkv * ps * HD;
-      ks[t * KS + d4] = vec4<f32>(f32(kv[base]), f32(kv[base + 1u]), f32(kv[base + 2u]), f32(kv[base + 3u]));
-      vs[t * KS + d4] = vec4<f32>(f32(kv[vb]), f32(kv[vb + 1u]), f32(kv[vb + 2u]), f32(kv[vb + 3u]));
+      ks[e] = ld4(base);
+      vs[e] = ld4(base + nkv * ps * HD);
     }
     workgroupBarrier();
-    for (var e = lid; e < QV * BK; e += WG) {
-      let v = e / BK;
-      let t = e % BK;
-      let i = v / G;
-      var sv = -3.0e38;
-      if (i < nqb && t < nk && kt + t <= rows[params.row0 + i0 + i].pos) {
-        var acc = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < H4; d4++) { acc = fma(qs[v * H4 + d4], ks[t * KS + d4], acc); }
-        sv = acc.x + acc.y + acc.z + acc.w;
-      }
-      ss[e] = sv;
-    }
-    workgroupBarrier();
-    if (lid < QV) {
-      var mt = m;
-      for (var t = 0u; t < nk; t++) { mt = max(mt, ss[lid * BK + t]); }
-      let a = exp(m - mt);
-      var sum = 0.0;
-      for (var t = 0u; t < BK; t++) {
-        let sv = ss[lid * BK + t];
-        let p = select(exp(sv - mt), 0.0, sv <= -1.0e38 || t >= nk);
-        ss[lid * BK + t] = p;
-        sum += p;
-      }
-      l = fma(l, a, sum);
-      m = mt;
-      alpha[lid] = a;
-    }
-    workgroupBarrier();
-    for (var k = 0u; k < OPL; k++) {
-      let oi = lid + WG * k;
-      if (oi < QV * HD) {
-        let v = oi / HD;
-        let d = oi % HD;
-        var acc = o[k] * alpha[v];
-        for (var t = 0u; t < nk; t++) { acc = fma(ss[v * BK + t], vs[t * KS + d / 4u][d % 4u], acc); }
-        o[k] = acc;
+    for (var t = 0u; t < nk; t++) {
+      let kb = t * H4 + lane * 2u;
+      var d = dot(qa, ks[kb]) + dot(qb, ks[kb + 1u]);
+#ifdef LANE_SUBGROUP
+      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
+#else
+      sm_dot[lid] = d;
+      workgroupBarrier();
+      d = 0.0;
+      for (var x = 0u; x < L; x++) { d += sm_dot[grp * L + x]; }
+      workgroupBarrier();
+#endif
+      if (kt + t <= pos) {
+        let mn = max(m, d);
+        let c = exp(m - mn);
+        let p = exp(d - mn);
+        l = l * c + p;
+        oa = oa * c + p * vs[kb];
+        ob = ob * c + p * vs[kb + 1u];
+        m = mn;
       }
     }
     workgroupBarrier();
   }
-  if (lid < QV) { alpha[lid] = l; }
-  workgroupBarrier();
-  for (var k = 0u; k < OPL; k++) {
-    let oi = lid + WG * k;
-    if (oi < QV * HD) {
-      let v = oi / HD;
-      let d = oi % HD;
-      let i = v / G;
-      let g = v % G;
-      if (i < nqb) {
-        out[(params.row0 + i0 + i) * nq * HD + (h * G + g) * HD + d] = o[k] / alpha[v];
-      }
+  if (live) {
+    let o = row * nq * HD + (h * G + g) * HD + d0;
+    for (var c = 0u; c < 4u; c++) {
+      out[o + c] = oa[c] / l;
+      out[o + 4u + c] = ob[c] / l;
     }
   }
 }

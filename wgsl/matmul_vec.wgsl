@@ -282,17 +282,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let sb = select(vec2<f32>(0.0), scale_bias(nc, ub, gpr), ok2);
       var d = q4dot(qa, r0 + u * 8u);
       var e = q4dot(qb, r0 + ub * 8u);
-      acc.x += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      // Unit by unit, in the order the single-row (Q4R4) path adds them: a row's bits must not depend on M.
+      acc.x += sa.x * d.x + sa.y * d.y;
+      acc.x += sb.x * e.x + sb.y * e.y;
 #if MB4
       d = q4dot(qa, r1 + u * 8u);
       e = q4dot(qb, r1 + ub * 8u);
-      acc.y += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      acc.y += sa.x * d.x + sa.y * d.y;
+      acc.y += sb.x * e.x + sb.y * e.y;
       d = q4dot(qa, r2 + u * 8u);
       e = q4dot(qb, r2 + ub * 8u);
-      acc.z += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      acc.z += sa.x * d.x + sa.y * d.y;
+      acc.z += sb.x * e.x + sb.y * e.y;
       d = q4dot(qa, r3 + u * 8u);
       e = q4dot(qb, r3 + ub * 8u);
-      acc.w += (sa.x * d.x + sa.y * d.y) + (sb.x * e.x + sb.y * e.y);
+      acc.w += sa.x * d.x + sa.y * d.y;
+      acc.w += sb.x * e.x + sb.y * e.y;
 #endif
     }
 #ifdef TEAM_SUBGROUP

@@ -10,18 +10,27 @@
 import { FlintError, ValidationError } from "../errors.ts";
 import { Gpu } from "../gpu/device.ts";
 import { parseShape, resolveShape } from "../lab/case.ts";
-import { CASES, caseFor } from "../lab/cases.ts";
+import { caseFor, CASES } from "../lab/cases.ts";
 import { describeReport } from "../lab/compare.ts";
 import { type Ceilings, measureCeilings } from "../lab/probes.ts";
 import { type BenchReport, runCase } from "../lab/run.ts";
 import { parseFlags } from "./args.ts";
 
 const SPEC = {
-  shape: "string", small: "boolean", f32: "boolean", iters: "number", seed: "number", "no-check": "boolean",
-  "no-probe": "boolean", json: "boolean", list: "boolean", help: "boolean",
+  shape: "string",
+  small: "boolean",
+  f32: "boolean",
+  iters: "number",
+  seed: "number",
+  "no-check": "boolean",
+  "no-probe": "boolean",
+  json: "boolean",
+  list: "boolean",
+  help: "boolean",
 } as const;
 
-const USAGE = "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--iters N] [--seed S] " +
+const USAGE =
+  "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--iters N] [--seed S] " +
   "[--no-check] [--no-probe] [--json] | --list";
 
 export async function main(argv: string[]): Promise<number> {
@@ -33,14 +42,18 @@ export async function main(argv: string[]): Promise<number> {
   if (f.list) {
     for (const c of CASES) {
       console.log(`${c.files.join(" + ")}: ${c.summary}`);
-      for (const [k, doc] of Object.entries(c.keys)) console.log(`    ${k}=${c.defaults[k]} (small ${c.small[k]})  ${doc}`);
+      for (const [k, doc] of Object.entries(c.keys)) {
+        console.log(`    ${k}=${c.defaults[k]} (small ${c.small[k]})  ${doc}`);
+      }
     }
     return 0;
   }
   if (f._.length !== 1) throw new ValidationError(`give one kernel file\n${USAGE}`, "kernel");
   const c = caseFor(f._[0]);
   const iters = f.iters ?? 10;
-  if (!Number.isInteger(iters) || iters < 0) throw new ValidationError(`--iters ${iters}: need an integer ≥ 0`, "iters");
+  if (!Number.isInteger(iters) || iters < 0) {
+    throw new ValidationError(`--iters ${iters}: need an integer ≥ 0`, "iters");
+  }
   const shape = resolveShape(c, { ...(f.small ? c.small : {}), ...parseShape(f.shape ?? "") });
   const gpu = await Gpu.create({ f16: !f.f32 });
   try {
@@ -70,14 +83,27 @@ function print(r: BenchReport, ceil: Ceilings | null, gpu: Gpu, summary: string)
   const gbs = r.cost.bytes / (ms * 1e6);
   const gfs = r.cost.flops / (ms * 1e6);
   const of = (v: number, c: number | null | undefined) => (c ? ` = ${fmt((100 * v) / c)}% of ${fmt(c)}` : "");
-  line("memory", `${fmt(r.cost.bytes / 1e6)} MB → ${fmt(gbs)} GB/s${of(gbs, ceil?.readGBs)}${ceil ? " (streaming read)" : ""}`);
+  line(
+    "memory",
+    `${fmt(r.cost.bytes / 1e6)} MB → ${fmt(gbs)} GB/s${of(gbs, ceil?.readGBs)}${
+      ceil ? " (streaming read)" : ""
+    }`,
+  );
   if (r.cost.flops > 0) {
     const c = ceil ? (r.act === "f16" && ceil.f16GFlops ? ceil.f16GFlops : ceil.f32GFlops) : null;
-    line("compute", `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(gfs)} GFLOP/s${of(gfs, c)}${ceil ? ` (${r.act} matmul probe)` : ""}`);
+    line(
+      "compute",
+      `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(gfs)} GFLOP/s${of(gfs, c)}${
+        ceil ? ` (${r.act} matmul probe)` : ""
+      }`,
+    );
   }
   if (ceil) {
-    line("ceiling", `read ${fmt(ceil.readGBs)} GB/s (workgroup ${ceil.readWG}), matmul f32 ${fmt(ceil.f32GFlops)} GFLOP/s` +
-      (ceil.f16GFlops ? `, f16 ${fmt(ceil.f16GFlops)} GFLOP/s` : "") + ` (${ceil.method})`);
+    line(
+      "ceiling",
+      `read ${fmt(ceil.readGBs)} GB/s (workgroup ${ceil.readWG}), matmul f32 ${fmt(ceil.f32GFlops)} GFLOP/s` +
+        (ceil.f16GFlops ? `, f16 ${fmt(ceil.f16GFlops)} GFLOP/s` : "") + ` (${ceil.method})`,
+    );
   }
 }
 

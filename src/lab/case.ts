@@ -71,7 +71,9 @@ export function resolveShape(c: KernelCase, over: Shape = {}): Shape {
   const out: Shape = { ...c.defaults };
   for (const [k, v] of Object.entries(over)) {
     if (!(k in c.defaults)) {
-      throw new ShapeError(`${c.files[0]}: unknown shape key "${k}" (keys: ${Object.keys(c.defaults).join(", ")})`);
+      throw new ShapeError(
+        `${c.files[0]}: unknown shape key "${k}" (keys: ${Object.keys(c.defaults).join(", ")})`,
+      );
     }
     const want = typeof c.defaults[k];
     if (want === "number" && (typeof v !== "number" || !Number.isFinite(v))) {
@@ -104,13 +106,17 @@ export function num(s: Shape, k: string): number {
 /** Shape value as a positive integer. */
 export function int(s: Shape, k: string, min = 1): number {
   const v = num(s, k);
-  if (!Number.isInteger(v) || v < min) throw new ShapeError(`shape key ${k} = ${v}: need an integer ≥ ${min}`);
+  if (!Number.isInteger(v) || v < min) {
+    throw new ShapeError(`shape key ${k} = ${v}: need an integer ≥ ${min}`);
+  }
   return v;
 }
 
 /** Shape value as one of `allowed`. */
 export function oneOf<T extends string>(s: Shape, k: string, allowed: readonly T[]): T {
   const v = String(s[k]);
-  if (!allowed.includes(v as T)) throw new ShapeError(`shape key ${k} = "${v}": one of ${allowed.join(", ")}`);
+  if (!allowed.includes(v as T)) {
+    throw new ShapeError(`shape key ${k} = "${v}": one of ${allowed.join(", ")}`);
+  }
   return v as T;
 }

@@ -36,8 +36,23 @@ export interface OutputReport {
   notes?: string[];
 }
 
-export function compare(name: string, got: ArrayLike<number>, want: ArrayLike<number>, tol: Tolerance): OutputReport {
-  const r: OutputReport = { name, ok: true, tol, checked: 0, failed: 0, maxAbs: 0, maxRatio: 0, worst: null, failures: [] };
+export function compare(
+  name: string,
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  tol: Tolerance,
+): OutputReport {
+  const r: OutputReport = {
+    name,
+    ok: true,
+    tol,
+    checked: 0,
+    failed: 0,
+    maxAbs: 0,
+    maxRatio: 0,
+    worst: null,
+    failures: [],
+  };
   if (got.length < want.length) {
     r.ok = false;
     r.notes = [`got ${got.length} values, expected ${want.length}`];
@@ -68,10 +83,15 @@ export function compare(name: string, got: ArrayLike<number>, want: ArrayLike<nu
 
 /** A multi-line description of a report (test failures and the CLI print this). */
 export function describeReport(r: OutputReport): string {
-  const head = `${r.name}: ${r.ok ? "ok" : "FAIL"} — ${r.checked} checked, ${r.failed} failed, max |d| ${fmt(r.maxAbs)}, ` +
+  const head =
+    `${r.name}: ${r.ok ? "ok" : "FAIL"} — ${r.checked} checked, ${r.failed} failed, max |d| ${
+      fmt(r.maxAbs)
+    }, ` +
     `max |d|/(atol+rtol·|ref|) ${fmt(r.maxRatio)} (atol ${r.tol.atol}, rtol ${r.tol.rtol})`;
   const lines = [head];
-  if (r.worst) lines.push(`  worst [${r.worst.index}]: got ${r.worst.got}, expected ${r.worst.want}`);
+  if (r.worst && r.maxAbs > 0) {
+    lines.push(`  worst [${r.worst.index}]: got ${r.worst.got}, expected ${r.worst.want}`);
+  }
   for (const f of r.failures) lines.push(`  fail  [${f.index}]: got ${f.got}, expected ${f.want}`);
   for (const n of r.notes ?? []) lines.push(`  ${n}`);
   return lines.join("\n");

@@ -49,7 +49,12 @@ export class BufferSet {
     };
     const buf = mk(label);
     if (opts.mutable) {
-      this.mutable.push({ buffer: buf, pristine: mk(`${label}.pristine`), size, control: opts.mutable === "control" });
+      this.mutable.push({
+        buffer: buf,
+        pristine: mk(`${label}.pristine`),
+        size,
+        control: opts.mutable === "control",
+      });
     }
     return buf;
   }
@@ -107,7 +112,9 @@ export function seal(set: BufferSet, ctx: OpContext, step: StepShape, read: Boun
 }
 
 function restore(enc: GPUCommandEncoder, b: Bound, onlyControl = false): void {
-  for (const m of b.mutable) if (!onlyControl || m.control) enc.copyBufferToBuffer(m.pristine, 0, m.buffer, 0, m.size);
+  for (const m of b.mutable) {
+    if (!onlyControl || m.control) enc.copyBufferToBuffer(m.pristine, 0, m.buffer, 0, m.size);
+  }
 }
 
 /** Runs the case once from its pristine state (the outputs are then read with `b.read()`). */

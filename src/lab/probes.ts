@@ -9,7 +9,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { grid1d } from "../gpu/kernel.ts";
 import { type OpContext, record } from "../ops/context.ts";
-import { BufferSet, readAct, readF32, seal, type Timing, timeBound } from "./harness.ts";
+import { BufferSet, readAct, readF32, seal, timeBound, type Timing } from "./harness.ts";
 import { Rng } from "./rng.ts";
 import { encodeAct } from "./ref/half.ts";
 
@@ -49,7 +49,11 @@ async function measure(gpu: Gpu): Promise<Ceilings> {
   const f32 = await probeMatmul(gpu, { half: false });
   const f16 = gpu.info.f16 ? await probeMatmul(gpu, { half: true }) : null;
   return {
-    adapter: gpu.info.adapter, readGBs: best.gbs, readWG: best.wg, f32GFlops: f32.gflops, f16GFlops: f16?.gflops ?? null,
+    adapter: gpu.info.adapter,
+    readGBs: best.gbs,
+    readWG: best.wg,
+    f32GFlops: f32.gflops,
+    f16GFlops: f16?.gflops ?? null,
     method,
   };
 }
@@ -65,7 +69,8 @@ export async function probeRead(
   opts: { wg?: number; bytes?: number; iters?: number } = {},
 ): Promise<{ gbs: number; ms: number; method: Timing["method"] }> {
   const wg = opts.wg ?? 256;
-  const bytes = Math.floor(Math.min(opts.bytes ?? 256 * 2 ** 20, gpu.info.maxBinding, gpu.info.maxBuffer) / 16) * 16;
+  const bytes =
+    Math.floor(Math.min(opts.bytes ?? 256 * 2 ** 20, gpu.info.maxBinding, gpu.info.maxBuffer) / 16) * 16;
   const set = new BufferSet(gpu);
   const n = bytes / 16;
   const rng = new Rng(5);
@@ -156,7 +161,12 @@ export async function probeMatmul(
 }
 
 /** Median ms per dispatch over `iters` passes of `reps` dispatches each (the dispatches recorded in `ctx`). */
-async function timed(set: BufferSet, ctx: OpContext, iters: number, reps: number): Promise<{ ms: number; method: Timing["method"] }> {
+async function timed(
+  set: BufferSet,
+  ctx: OpContext,
+  iters: number,
+  reps: number,
+): Promise<{ ms: number; method: Timing["method"] }> {
   const t = await timeBound(seal(set, ctx, { maxKvLen: 1 }, () => Promise.resolve({})), iters);
   ctx.arena.destroy();
   return { ms: t.medianMs / reps, method: t.method };

@@ -6,7 +6,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { type Cost, type KernelCase, resolveShape, type Shape } from "./case.ts";
 import type { OutputReport } from "./compare.ts";
-import { runOnce, type Timing, timeBound } from "./harness.ts";
+import { runOnce, timeBound, type Timing } from "./harness.ts";
 import type { ActDtype } from "./ref/half.ts";
 import { Rng } from "./rng.ts";
 
@@ -55,8 +55,15 @@ export async function runCase(
     const timing = opts.iters ? await timeBound(bound, opts.iters) : null;
     const deviceErrors = gpu.takeErrors();
     return {
-      file: c.files[0], shape, act, seed, ok: outputs.every((o) => o.ok) && deviceErrors.length === 0,
-      outputs, deviceErrors, timing, cost: c.cost(shape, act),
+      file: c.files[0],
+      shape,
+      act,
+      seed,
+      ok: outputs.every((o) => o.ok) && deviceErrors.length === 0,
+      outputs,
+      deviceErrors,
+      timing,
+      cost: c.cost(shape, act),
     };
   } finally {
     bound.destroy();

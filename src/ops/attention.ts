@@ -35,22 +35,25 @@ export interface DecodeAttentionArgs extends Common {
 
 export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): Promise<void> {
   const G = a.nq / a.nkv;
-  check(Number.isInteger(G) && G <= 16, "attentionDecode", `nq=${a.nq} nkv=${a.nkv} (G must be an integer ≤ 16)`);
-  check(a.hd <= 256 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
-  check(a.hd % 8 === 0, "attentionDecode", `head_dim ${a.hd} must be a multiple of 8`);
+  check(Number.isInteger(G), "attentionDecode", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
+  check(a.hd <= 256 && a.hd % 8 === 0 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
   const L = a.hd / 8;
   const info = ctx.gpu.info;
   // The subgroup merge assumes a fixed subgroup size covering whole key groups.
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= L && sg <= 128 && 128 % sg === 0;
-  const defines = { G, ...(useSg ? { LANE_SUBGROUP: 1 } : {}) };
   const common = { rows: a.rows, pages: a.pages, kv: a.kv };
-  await record(ctx, { file: "attention_decode.wgsl", defines, overrides: { HD: a.hd, SPLIT: DECODE_SPLIT, WG: 128, ...(useSg ? { SG: sg } : {}) } }, {
+  const blocks = Math.ceil(G / 4); // four query heads per workgroup
+  await record(ctx, {
+    file: "attention_decode.wgsl",
+    defines: useSg ? { LANE_SUBGROUP: 1 } : {},
+    overrides: { HD: a.hd, G, SPLIT: DECODE_SPLIT, WG: 128, ...(useSg ? { SG: sg } : {}) },
+  }, {
     buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml, out: a.out },
     params: {
       row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
     },
-    grid: (s) => [a.D, a.nkv, Math.min(a.maxSplit, Math.ceil(s.maxKvLen / DECODE_SPLIT))],
+    grid: (s) => [a.D, a.nkv * blocks, Math.min(a.maxSplit, Math.ceil(s.maxKvLen / DECODE_SPLIT))],
   });
   await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: DECODE_SPLIT } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
@@ -67,11 +70,15 @@ export interface PrefillAttentionArgs extends Common {
 
 export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs): Promise<void> {
   const G = a.nq / a.nkv;
-  check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} nkv=${a.nkv}`);
+  check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
+  check(a.hd % 8 === 0 && a.hd <= 256 && 256 % (a.hd / 8) === 0, "attentionPrefill", `head_dim ${a.hd} (8·2^k up to 256)`);
   const t = prefillTiles(a.hd, G, ctx.gpu.info.maxWorkgroupStorage);
+  const info = ctx.gpu.info;
+  const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
+  const useSg = info.subgroups && sg >= t.L;
   await record(ctx, {
     file: "attention_prefill.wgsl",
-    defines: { OPL: t.OPL },
+    defines: useSg ? { LANE_SUBGROUP: 1 } : {},
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG },
   }, {
     buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out },
@@ -82,20 +89,16 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   });
 }
 
-/** Tile sizes for prefill attention that fit the device's workgroup memory. */
+/**
+ * Tile shape of prefill attention: 256 lanes in groups of hd/8 (one query vector per group), BQ positions ×
+ * G heads per workgroup, and the largest key tile whose f32 K and V fit in workgroup memory.
+ */
 export function prefillTiles(hd: number, G: number, maxShared: number) {
-  const WG = 128;
+  const WG = 256;
+  const L = hd / 8;
+  const QV = WG / L;
+  check(G <= QV, "attentionPrefill", `${G} query heads per kv head exceed ${QV} query vectors per workgroup (head_dim ${hd})`);
   let BK = 32;
-  let qv = 32;
-  // f32 tiles: Q (QV·hd), K and V (BK rows of hd + 4 padding), scores (QV·BK), alpha (QV).
-  const bytes = (QV: number, BK: number) => QV * hd * 4 + 2 * BK * (hd + 4) * 4 + QV * BK * 4 + QV * 4 + 64;
-  while (bytes(qv, BK) > maxShared && (qv > G || BK > 8)) {
-    if (BK > 16) BK /= 2;
-    else if (qv > G) qv = Math.max(G, qv / 2);
-    else BK /= 2;
-  }
-  const BQ = Math.max(1, Math.floor(qv / G));
-  const QV = BQ * G;
-  check(QV <= WG, "attentionPrefill", `G=${G} query heads per kv head is more than ${WG}`);
-  return { WG, BK, BQ, OPL: Math.ceil((QV * hd) / WG) };
+  while (BK > 4 && 2 * BK * hd * 4 + WG * 4 > maxShared) BK /= 2;
+  return { WG, L, BK, BQ: Math.floor(QV / G) };
 }

@@ -72,8 +72,9 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const r4 = q4 && M === 1 && tuning.vec.r4;
       const R = q4 ? 1 : tuning.vec.R;
       const cols = r4 ? 4 : R;
-      // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle.
-      const T = Math.max(cols, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
+      // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle. Q4 takes
+      // the single-row path's minimum whatever M is: the lane count sets the summation order (batch invariance).
+      const T = Math.max(q4 && tuning.vec.r4 ? 4 : cols, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
       const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
       const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
       const vdefs = {

@@ -127,6 +127,9 @@ export function readMessagesRequest(f: Fields): MessagesParams {
   if (!f.has("max_tokens")) throw new ValidationError("max_tokens is required", "max_tokens");
   const maxTokens = f.number("max_tokens", { integer: true, min: 1 });
   const spec = readPromptSpec(f);
+  if (f.optObject("output_config")?.has("format")) {
+    throw new ValidationError("output_config.format (structured output) is not supported yet", "output_config.format");
+  }
   return {
     model,
     spec,

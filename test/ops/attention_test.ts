@@ -14,24 +14,67 @@ const { on } = devices();
 
 for (const path of ["f16", "f32"] as const) {
   describe(`attention, ${path} activations`, () => {
-    test("decode: GQA 1, 3, 4; lengths up to 601 (3 splits), odd; head dims 64, 32, 128", on(path, async (gpu) => {
-      await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601 }, 1);
-      await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 7, len: 513 }, 2);
-      await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 257 }, 3);
-    }));
-    test("decode: length 1, and decode rows after other rows (row0 = 3)", on(path, async (gpu) => {
-      await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 2, nkv: 1, hd: 64, ps: 16, len: 1 }, 4);
-      await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 1, hd: 64, ps: 5, len: 299, row0: 3 }, 5);
-    }));
-    test("prefill: segment at position 37 over several query and key tiles, GQA 3", on(path, async (gpu) => {
-      await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 }, 6);
-    }));
-    test("prefill: from position 0 (GQA 1), GQA 4 with hd 128 and page size 7", on(path, async (gpu) => {
-      await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 0, nq: 3, nkv: 3, hd: 64, ps: 16, row0: 0 }, 7);
-      await expectCase(gpu, attentionPrefillCase, { S: 33, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, 8);
-    }));
-    test("prefill: a one-row segment after a long cached prefix", on(path, async (gpu) => {
-      await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0 }, 9);
-    }));
+    test(
+      "decode: GQA 1, 3, 4; lengths up to 601 (3 splits), odd; head dims 64, 32, 128",
+      on(path, async (gpu) => {
+        await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601 }, 1);
+        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 7, len: 513 }, 2);
+        await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 257 }, 3);
+      }),
+    );
+    test(
+      "decode: length 1, and decode rows after other rows (row0 = 3)",
+      on(path, async (gpu) => {
+        await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 2, nkv: 1, hd: 64, ps: 16, len: 1 }, 4);
+        await expectCase(
+          gpu,
+          attentionDecodeCase,
+          { D: 2, nq: 4, nkv: 1, hd: 64, ps: 5, len: 299, row0: 3 },
+          5,
+        );
+      }),
+    );
+    test(
+      "prefill: segment at position 37 over several query and key tiles, GQA 3",
+      on(path, async (gpu) => {
+        await expectCase(
+          gpu,
+          attentionPrefillCase,
+          { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+          6,
+        );
+      }),
+    );
+    test(
+      "prefill: from position 0 (GQA 1), GQA 4 with hd 128 and page size 7",
+      on(path, async (gpu) => {
+        await expectCase(
+          gpu,
+          attentionPrefillCase,
+          { S: 70, p0: 0, nq: 3, nkv: 3, hd: 64, ps: 16, row0: 0 },
+          7,
+        );
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 33,
+          p0: 101,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 7,
+          row0: 1,
+        }, 8);
+      }),
+    );
+    test(
+      "prefill: a one-row segment after a long cached prefix",
+      on(path, async (gpu) => {
+        await expectCase(
+          gpu,
+          attentionPrefillCase,
+          { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0 },
+          9,
+        );
+      }),
+    );
   });
 }

@@ -11,11 +11,19 @@ const { on } = devices();
 
 for (const path of ["f16", "f32"] as const) {
   describe(`element-wise, ${path} activations`, () => {
-    test("silu_mul: R×I = 1×1, 3×1037, 2×4099", on(path, async (gpu) => {
-      for (const [k, [R, I]] of [[1, 1], [3, 1037], [2, 4099]].entries()) await expectCase(gpu, siluMulCase, { R, I }, k);
-    }));
-    test("add: n = 1, 255, 1031, 70001", on(path, async (gpu) => {
-      for (const [k, n] of [1, 255, 1031, 70001].entries()) await expectCase(gpu, addCase, { n }, k);
-    }));
+    test(
+      "silu_mul: R×I = 1×1, 3×1037, 2×4099",
+      on(path, async (gpu) => {
+        for (const [k, [R, I]] of [[1, 1], [3, 1037], [2, 4099]].entries()) {
+          await expectCase(gpu, siluMulCase, { R, I }, k);
+        }
+      }),
+    );
+    test(
+      "add: n = 1, 255, 1031, 70001",
+      on(path, async (gpu) => {
+        for (const [k, n] of [1, 255, 1031, 70001].entries()) await expectCase(gpu, addCase, { n }, k);
+      }),
+    );
   });
 }

@@ -7,7 +7,7 @@ import { describe, expect, test } from "vitest";
 import { DeviceError } from "../../src/errors.ts";
 import { packAffine } from "../../src/loader/quantize.ts";
 import { resolveShape } from "../../src/lab/case.ts";
-import { CASES, caseFor, labKernels } from "../../src/lab/cases.ts";
+import { caseFor, CASES, labKernels } from "../../src/lab/cases.ts";
 import { compare, EXACT } from "../../src/lab/compare.ts";
 import { withShader } from "../../src/lab/harness.ts";
 import { probeMatmul, probeRead } from "../../src/lab/probes.ts";
@@ -40,7 +40,9 @@ describe("registry", () => {
           const cost = c.cost(s, act);
           expect(Number.isFinite(cost.bytes) && cost.bytes > 0, c.files[0]).toBe(true);
           expect(Number.isFinite(cost.flops) && cost.flops >= 0, c.files[0]).toBe(true);
-          for (const t of Object.values(c.tolerance(s, act))) expect(t.atol >= 0 && t.rtol >= 0, c.files[0]).toBe(true);
+          for (const t of Object.values(c.tolerance(s, act))) {
+            expect(t.atol >= 0 && t.rtol >= 0, c.files[0]).toBe(true);
+          }
         }
       }
       for (const act of ["f16", "f32"] as const) {
@@ -56,36 +58,54 @@ describe("registry", () => {
 });
 
 describe("edited shaders run through the same check", () => {
-  test("a wrong edit fails its check, and the shipped shader passes again afterwards", on("f32", async (gpu) => {
-    const edits: [string, string, string, Record<string, number | string>][] = [
-      // Off-by-one in the mean: 1/(2H) relative, well above tolerance at H = 63.
-      ["rms_norm", "total / f32(H)", "total / f32(H - 1u)", { H: 63 }],
-      // One k of each 32 dropped in the tiled matmul.
-      ["matmul_tiled", "kk < BK; kk++", "kk < BK - 1u; kk++", {}],
-      // Softmax over the splits off by a small factor.
-      ["attention_combine", "o / l;", "o / (l * 1.001);", {}],
-    ];
-    for (const [name, from, to, shape] of edits) {
-      const c = caseFor(name);
-      const file = `${name}.wgsl`;
-      const text = await shaderSource(file);
-      expect(text.includes(from), `${file} no longer contains "${from}"`).toBe(true);
-      const bad = await withShader(gpu, file, text.replace(from, to), () => runCase(gpu, c, { shape: { ...c.small, ...shape } }));
-      expect(bad.ok, `${file} edit "${to}" was not caught`).toBe(false);
-      expect(bad.outputs.some((o) => o.failures.length > 0)).toBe(true);
-      const good = await runCase(gpu, c, { shape: { ...c.small, ...shape } });
-      expect(good.ok, `${file} after restore`).toBe(true);
-    }
-  }));
+  test(
+    "a wrong edit fails its check, and the shipped shader passes again afterwards",
+    on("f32", async (gpu) => {
+      const edits: [string, string, string, Record<string, number | string>][] = [
+        // Off-by-one in the mean: 1/(2H) relative, well above tolerance at H = 63.
+        ["rms_norm", "total / f32(H)", "total / f32(H - 1u)", { H: 63 }],
+        // One k of each 32 dropped in the tiled matmul.
+        ["matmul_tiled", "kk < BK; kk++", "kk < BK - 1u; kk++", {}],
+        // Softmax over the splits off by a small factor.
+        ["attention_combine", "o / l;", "o / (l * 1.001);", {}],
+      ];
+      for (const [name, from, to, shape] of edits) {
+        const c = caseFor(name);
+        const file = `${name}.wgsl`;
+        const text = await shaderSource(file);
+        expect(text.includes(from), `${file} no longer contains "${from}"`).toBe(true);
+        const bad = await withShader(
+          gpu,
+          file,
+          text.replace(from, to),
+          () => runCase(gpu, c, { shape: { ...c.small, ...shape } }),
+        );
+        expect(bad.ok, `${file} edit "${to}" was not caught`).toBe(false);
+        expect(bad.outputs.some((o) => o.failures.length > 0)).toBe(true);
+        const good = await runCase(gpu, c, { shape: { ...c.small, ...shape } });
+        expect(good.ok, `${file} after restore`).toBe(true);
+      }
+    }),
+  );
 
-  test("a shader that does not compile is a DeviceError", on("f32", async (gpu) => {
-    const c = caseFor("add");
-    const text = await shaderSource("add.wgsl");
-    await expect(withShader(gpu, "add.wgsl", text.replace("y[i] + f32(x[i])", "y[i] + nope"), () => runCase(gpu, c, { shape: c.small })))
-      .rejects.toBeInstanceOf(DeviceError);
-    expect((await runCase(gpu, c, { shape: c.small })).ok).toBe(true);
-    gpu.takeErrors();
-  }));
+  test(
+    "a shader that does not compile is a DeviceError",
+    on("f32", async (gpu) => {
+      const c = caseFor("add");
+      const text = await shaderSource("add.wgsl");
+      await expect(
+        withShader(
+          gpu,
+          "add.wgsl",
+          text.replace("y[i] + f32(x[i])", "y[i] + nope"),
+          () => runCase(gpu, c, { shape: c.small }),
+        ),
+      )
+        .rejects.toBeInstanceOf(DeviceError);
+      expect((await runCase(gpu, c, { shape: c.small })).ok).toBe(true);
+      gpu.takeErrors();
+    }),
+  );
 });
 
 describe("compare", () => {
@@ -115,15 +135,38 @@ describe("references on hand-worked values", () => {
     const kv = new Float64Array([1, 0, 1, 0, 2, 4, 6, 8]);
     const base = { pages: new Uint32Array([0]), maxPages: 1, nkv: 1, ps: 2, hd: 2, nq: 2, scale: 1, kv };
     const rows = [{ token: 0, pos: 0, slot: 0, kind: 1 }, { token: 0, pos: 1, slot: 0, kind: 1 }];
-    const out = attentionRef({ ...base, rows, which: [0, 1], q: new Float64Array([3, 1, 0, 1, 5, 5, 0, 2]), out0: new Float64Array(8) });
+    const out = attentionRef({
+      ...base,
+      rows,
+      which: [0, 1],
+      q: new Float64Array([3, 1, 0, 1, 5, 5, 0, 2]),
+      out0: new Float64Array(8),
+    });
     expect([...out]).toEqual([2, 4, 2, 4, 4, 6, 4, 6]);
   });
 
   test("rope: position 0 scales the rotated dims by mscale; position p rotates pair (i, i + rot/2)", () => {
     const kv0 = new Float64Array(2 * 2 * 4);
-    const common = { pages: new Uint32Array([0]), maxPages: 1, nkv: 1, ps: 2, hd: 4, nq: 1, rot: 2, eps: 0, mscale: 2, kv0 };
+    const common = {
+      pages: new Uint32Array([0]),
+      maxPages: 1,
+      nkv: 1,
+      ps: 2,
+      hd: 4,
+      nq: 1,
+      rot: 2,
+      eps: 0,
+      mscale: 2,
+      kv0,
+    };
     const qkv = new Float64Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-    const at = (pos: number) => ropeRef({ ...common, rows: [{ token: 0, pos, slot: 0, kind: 0 }], qkv, invFreq: new Float64Array([0.5]) });
+    const at = (pos: number) =>
+      ropeRef({
+        ...common,
+        rows: [{ token: 0, pos, slot: 0, kind: 0 }],
+        qkv,
+        invFreq: new Float64Array([0.5]),
+      });
     expect([...at(0).q]).toEqual([2, 4, 3, 4]); // dims past rot pass through unscaled (HF: mscale rides on cos/sin)
     const th = Math.fround(3 * 0.5);
     const q3 = at(3).q;
@@ -170,15 +213,18 @@ describe("references on hand-worked values", () => {
 });
 
 describe("probes", () => {
-  test("the matmul probe computes C = A·B (f32 and f16), and both probes report positive rates", on("f16", async (gpu) => {
-    const f32 = await probeMatmul(gpu, { half: false, n: 128, iters: 1, verify: true });
-    const f16 = await probeMatmul(gpu, { half: true, n: 128, iters: 1, verify: true });
-    expect(f32.maxRelErr!).toBeLessThan(1e-5);
-    expect(f16.maxRelErr!).toBeLessThan(2e-2);
-    const read = await probeRead(gpu, { bytes: 8 * 2 ** 20, iters: 2 });
-    for (const v of [f32.gflops, f16.gflops, read.gbs]) expect(Number.isFinite(v) && v > 0).toBe(true);
-    expect(gpu.takeErrors()).toEqual([]);
-  }));
+  test(
+    "the matmul probe computes C = A·B (f32 and f16), and both probes report positive rates",
+    on("f16", async (gpu) => {
+      const f32 = await probeMatmul(gpu, { half: false, n: 128, iters: 1, verify: true });
+      const f16 = await probeMatmul(gpu, { half: true, n: 128, iters: 1, verify: true });
+      expect(f32.maxRelErr!).toBeLessThan(1e-5);
+      expect(f16.maxRelErr!).toBeLessThan(2e-2);
+      const read = await probeRead(gpu, { bytes: 8 * 2 ** 20, iters: 2 });
+      for (const v of [f32.gflops, f16.gflops, read.gbs]) expect(Number.isFinite(v) && v > 0).toBe(true);
+      expect(gpu.takeErrors()).toEqual([]);
+    }),
+  );
 });
 
 describe("deno task kernel", () => {
@@ -193,7 +239,15 @@ describe("deno task kernel", () => {
   test("checks and times a kernel (--json), and reports bad input with a clear error", async () => {
     const tasks = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
     expect(tasks.kernel).toBe("deno run -A src/cli/kernel.ts");
-    const ok = await cli(["wgsl/matmul_vec.wgsl", "--shape", "M=3,N=37,K=224,w=q3g32", "--iters", "2", "--no-probe", "--json"]);
+    const ok = await cli([
+      "wgsl/matmul_vec.wgsl",
+      "--shape",
+      "M=3,N=37,K=224,w=q3g32",
+      "--iters",
+      "2",
+      "--no-probe",
+      "--json",
+    ]);
     expect(ok.code, ok.err).toBe(0);
     const r = JSON.parse(ok.out);
     expect([r.ok, r.shape.M, r.shape.w, r.outputs[0].checked]).toEqual([true, 3, "q3g32", 3 * 37]);

@@ -11,15 +11,27 @@ const { on } = devices();
 
 for (const path of ["f16", "f32"] as const) {
   describe(`rms_norm, ${path} activations`, () => {
-    test("plain rows: H = 1, 63, 321, 1031, 2563", on(path, async (gpu) => {
-      for (const [k, H] of [1, 63, 321, 1031, 2563].entries()) {
-        await expectCase(gpu, rmsNormCase, { H, R: 1 + 2 * k, gather: 0, X: 1 + 2 * k, eps: k % 2 ? 1e-6 : 1e-5 }, k);
-      }
-    }));
-    test("gather: rows picked (with repeats) from a larger x", on(path, async (gpu) => {
-      for (const [k, H] of [321, 1031].entries()) {
-        await expectCase(gpu, rmsNormCase, { H, R: 7, gather: 1, X: 13, eps: 1e-6 }, 10 + k);
-      }
-    }));
+    test(
+      "plain rows: H = 1, 63, 321, 1031, 2563",
+      on(path, async (gpu) => {
+        for (const [k, H] of [1, 63, 321, 1031, 2563].entries()) {
+          await expectCase(gpu, rmsNormCase, {
+            H,
+            R: 1 + 2 * k,
+            gather: 0,
+            X: 1 + 2 * k,
+            eps: k % 2 ? 1e-6 : 1e-5,
+          }, k);
+        }
+      }),
+    );
+    test(
+      "gather: rows picked (with repeats) from a larger x",
+      on(path, async (gpu) => {
+        for (const [k, H] of [321, 1031].entries()) {
+          await expectCase(gpu, rmsNormCase, { H, R: 7, gather: 1, X: 13, eps: 1e-6 }, 10 + k);
+        }
+      }),
+    );
   });
 }

@@ -13,17 +13,75 @@ const { on } = devices();
 
 for (const path of ["f16", "f32"] as const) {
   describe(`rope, ${path} activations`, () => {
-    test("q/k norm, partial rotary 24 of 40, mscale 1.13, page size 5", on(path, async (gpu) => {
-      await expectCase(gpu, ropeCase, { R: 7, nq: 6, nkv: 2, hd: 40, rot: 24, ps: 5, qknorm: 1, mscale: 1.13, slots: 3, maxpos: 97 }, 1);
-    }));
-    test("full rotary without norm (llama), hd 128, GQA 4, positions up to 5000", on(path, async (gpu) => {
-      await expectCase(gpu, ropeCase, { R: 9, nq: 8, nkv: 2, hd: 128, rot: 128, ps: 16, qknorm: 0, mscale: 1, theta: 500000, slots: 2, maxpos: 5001 }, 2);
-    }));
-    test("hd 256 (more dims than lanes), rot 64, one kv head, mscale 0.87", on(path, async (gpu) => {
-      await expectCase(gpu, ropeCase, { R: 3, nq: 3, nkv: 1, hd: 256, rot: 64, ps: 7, qknorm: 1, mscale: 0.87, theta: 10000, slots: 2, maxpos: 300 }, 3);
-    }));
-    test("one row at position 0", on(path, async (gpu) => {
-      await expectCase(gpu, ropeCase, { R: 1, nq: 2, nkv: 1, hd: 64, rot: 64, ps: 16, qknorm: 1, mscale: 1.2, slots: 1, maxpos: 1 }, 4);
-    }));
+    test(
+      "q/k norm, partial rotary 24 of 40, mscale 1.13, page size 5",
+      on(path, async (gpu) => {
+        await expectCase(gpu, ropeCase, {
+          R: 7,
+          nq: 6,
+          nkv: 2,
+          hd: 40,
+          rot: 24,
+          ps: 5,
+          qknorm: 1,
+          mscale: 1.13,
+          slots: 3,
+          maxpos: 97,
+        }, 1);
+      }),
+    );
+    test(
+      "full rotary without norm (llama), hd 128, GQA 4, positions up to 5000",
+      on(path, async (gpu) => {
+        await expectCase(gpu, ropeCase, {
+          R: 9,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          rot: 128,
+          ps: 16,
+          qknorm: 0,
+          mscale: 1,
+          theta: 500000,
+          slots: 2,
+          maxpos: 5001,
+        }, 2);
+      }),
+    );
+    test(
+      "hd 256 (more dims than lanes), rot 64, one kv head, mscale 0.87",
+      on(path, async (gpu) => {
+        await expectCase(gpu, ropeCase, {
+          R: 3,
+          nq: 3,
+          nkv: 1,
+          hd: 256,
+          rot: 64,
+          ps: 7,
+          qknorm: 1,
+          mscale: 0.87,
+          theta: 10000,
+          slots: 2,
+          maxpos: 300,
+        }, 3);
+      }),
+    );
+    test(
+      "one row at position 0",
+      on(path, async (gpu) => {
+        await expectCase(gpu, ropeCase, {
+          R: 1,
+          nq: 2,
+          nkv: 1,
+          hd: 64,
+          rot: 64,
+          ps: 16,
+          qknorm: 1,
+          mscale: 1.2,
+          slots: 1,
+          maxpos: 1,
+        }, 4);
+      }),
+    );
   });
 }

@@ -39,7 +39,12 @@ afterAll(async () => {
   if (dist) await Deno.remove(dist, { recursive: true });
 });
 
-const context = () => browser.newContext({ viewport: { width: 1280, height: 800 } });
+/** A fresh profile (empty IndexedDB). Waits are long: CI runs this beside other GPU tests on 2 cores. */
+async function context(): Promise<BrowserContext> {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  ctx.setDefaultTimeout(300_000);
+  return ctx;
+}
 
 /** A page that collects uncaught exceptions (the tests expect none). */
 async function open(ctx: BrowserContext, url: string): Promise<{ page: Page; errors: string[] }> {

@@ -9,7 +9,7 @@ import { attentionDecode, attentionPrefill, DECODE_SPLIT } from "../../ops/atten
 import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
-import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { attentionRef } from "../ref/attention.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import type { Rng } from "../rng.ts";
@@ -61,7 +61,11 @@ function reference(i: AttentionInputs): Float64Array {
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...i });
   // First, last and evenly spaced rows (the last is the longest in prefill).
   const n = Math.max(2, Math.floor((i.which.length * FULL_CHECK_MACS) / macs));
-  const pick = [...new Set(Array.from({ length: n }, (_, k) => i.which[Math.round((k * (i.which.length - 1)) / (n - 1))]))];
+  const pick = [
+    ...new Set(
+      Array.from({ length: n }, (_, k) => i.which[Math.round((k * (i.which.length - 1)) / (n - 1))]),
+    ),
+  ];
   const out = attentionRef({ ...pool, ...i, which: pick });
   const width = nq * pool.hd;
   for (const r of i.which) if (!pick.includes(r)) out.fill(NaN, r * width, (r + 1) * width);
@@ -69,7 +73,10 @@ function reference(i: AttentionInputs): Float64Array {
 }
 
 const HEAD_KEYS = {
-  nq: "query heads", nkv: "kv heads (GQA ratio nq/nkv)", hd: "head dim", ps: "KV page size (tokens)",
+  nq: "query heads",
+  nkv: "kv heads (GQA ratio nq/nkv)",
+  hd: "head dim",
+  ps: "KV page size (tokens)",
 };
 
 export const attentionDecodeCase: KernelCase<AttentionInputs> = {
@@ -79,8 +86,10 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0 },
   small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0 },
   keys: {
-    D: "decode rows (one sequence each)", ...HEAD_KEYS,
-    len: "KV length of the first row; the others draw theirs from [1, len]", row0: "rows before the decode rows",
+    D: "decode rows (one sequence each)",
+    ...HEAD_KEYS,
+    len: "KV length of the first row; the others draw theirs from [1, len]",
+    row0: "rows before the decode rows",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -93,8 +102,16 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     ];
     const R = rows.length;
     return {
-      shape, act: env.act, mode: "decode", rows, which: lens.map((_, r) => row0 + r), row0, nq,
-      scale: Math.fround(1 / Math.sqrt(hd)), q: queries(rng, R * nq * hd, env.act), pool,
+      shape,
+      act: env.act,
+      mode: "decode",
+      rows,
+      which: lens.map((_, r) => row0 + r),
+      row0,
+      nq,
+      scale: Math.fround(1 / Math.sqrt(hd)),
+      q: queries(rng, R * nq * hd, env.act),
+      pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
     };
   },
@@ -107,13 +124,29 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
     await attentionDecode(ctx, {
-      rows: set.upload("rows", encodeRows(i.rows)), q: set.upload("q", encodeAct(i.q, i.act)),
-      pages: set.upload("pages", pool.pages), kv: set.upload("kv", encodeAct(pool.kv, i.act)), out,
-      row0: i.row0, D: i.which.length, nq: i.nq, nkv: pool.nkv, hd: pool.hd, pageSize: pool.ps, maxPages: pool.maxPages,
-      scale: i.scale, maxSplit,
-      opart: set.scratch("opart", R * i.nq * maxSplit * pool.hd * 4), ml: set.scratch("ml", R * i.nq * maxSplit * 8),
+      rows: set.upload("rows", encodeRows(i.rows)),
+      q: set.upload("q", encodeAct(i.q, i.act)),
+      pages: set.upload("pages", pool.pages),
+      kv: set.upload("kv", encodeAct(pool.kv, i.act)),
+      out,
+      row0: i.row0,
+      D: i.which.length,
+      nq: i.nq,
+      nkv: pool.nkv,
+      hd: pool.hd,
+      pageSize: pool.ps,
+      maxPages: pool.maxPages,
+      scale: i.scale,
+      maxSplit,
+      opart: set.scratch("opart", R * i.nq * maxSplit * pool.hd * 4),
+      ml: set.scratch("ml", R * i.nq * maxSplit * 8),
     });
-    return seal(set, ctx, { maxKvLen: maxLen }, async () => ({ out: await readF32(gpu, out, i.out0.length) }));
+    return seal(
+      set,
+      ctx,
+      { maxKvLen: maxLen },
+      async () => ({ out: await readF32(gpu, out, i.out0.length) }),
+    );
   },
   check: (got, i) => compareAll(got, { out: reference(i) }, tolerance(i.act)),
   tolerance: (_s, act) => tolerance(act),
@@ -124,7 +157,8 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const keys = len + (D - 1) * (len + 1) / 2;
     const splits = D * Math.ceil(len / DECODE_SPLIT);
     return {
-      bytes: keys * 2 * nkv * hd * actBytesOf(act) + D * nq * hd * (actBytesOf(act) + 4) + 2 * splits * nq * (hd + 2) * 4,
+      bytes: keys * 2 * nkv * hd * actBytesOf(act) + D * nq * hd * (actBytesOf(act) + 4) +
+        2 * splits * nq * (hd + 2) * 4,
       flops: 4 * keys * nq * hd,
     };
   },
@@ -137,8 +171,10 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0 },
   small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
   keys: {
-    S: "segment rows (consecutive positions of one sequence)", p0: "position of the first segment row (KV before it is cached)",
-    ...HEAD_KEYS, row0: "step rows before the segment (decode rows of another sequence)",
+    S: "segment rows (consecutive positions of one sequence)",
+    p0: "position of the first segment row (KV before it is cached)",
+    ...HEAD_KEYS,
+    row0: "step rows before the segment (decode rows of another sequence)",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -151,8 +187,16 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     ];
     const R = rows.length;
     return {
-      shape, act: env.act, mode: "prefill", rows, which: rows.map((_, r) => r).slice(row0), row0, nq,
-      scale: Math.fround(1 / Math.sqrt(hd)), q: queries(rng, R * nq * hd, env.act), pool,
+      shape,
+      act: env.act,
+      mode: "prefill",
+      rows,
+      which: rows.map((_, r) => r).slice(row0),
+      row0,
+      nq,
+      scale: Math.fround(1 / Math.sqrt(hd)),
+      q: queries(rng, R * nq * hd, env.act),
+      pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
     };
   },
@@ -162,13 +206,27 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
     await attentionPrefill(ctx, {
-      rows: set.upload("rows", encodeRows(i.rows)), q: set.upload("q", encodeAct(i.q, i.act)),
-      pages: set.upload("pages", pool.pages), kv: set.upload("kv", encodeAct(pool.kv, i.act)), out,
-      row0: i.row0, S: i.which.length, nq: i.nq, nkv: pool.nkv, hd: pool.hd, pageSize: pool.ps, maxPages: pool.maxPages,
+      rows: set.upload("rows", encodeRows(i.rows)),
+      q: set.upload("q", encodeAct(i.q, i.act)),
+      pages: set.upload("pages", pool.pages),
+      kv: set.upload("kv", encodeAct(pool.kv, i.act)),
+      out,
+      row0: i.row0,
+      S: i.which.length,
+      nq: i.nq,
+      nkv: pool.nkv,
+      hd: pool.hd,
+      pageSize: pool.ps,
+      maxPages: pool.maxPages,
       scale: i.scale,
     });
     const maxLen = i.rows[i.rows.length - 1].pos + 1;
-    return seal(set, ctx, { maxKvLen: maxLen }, async () => ({ out: await readF32(gpu, out, i.out0.length) }));
+    return seal(
+      set,
+      ctx,
+      { maxKvLen: maxLen },
+      async () => ({ out: await readF32(gpu, out, i.out0.length) }),
+    );
   },
   check: (got, i) => compareAll(got, { out: reference(i) }, tolerance(i.act)),
   tolerance: (_s, act) => tolerance(act),
@@ -177,7 +235,9 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const S = Number(shape.S), p0 = Number(shape.p0);
     const keys = S * p0 + (S * (S + 1)) / 2; // (query, key) pairs
     // The K/V of the longest row, at least once (tiles re-read it; this is the floor).
-    return { bytes: (p0 + S) * 2 * nkv * hd * actBytesOf(act) + S * nq * hd * (actBytesOf(act) + 4), flops: 4 * keys * nq * hd };
+    return {
+      bytes: (p0 + S) * 2 * nkv * hd * actBytesOf(act) + S * nq * hd * (actBytesOf(act) + 4),
+      flops: 4 * keys * nq * hd,
+    };
   },
 };
-

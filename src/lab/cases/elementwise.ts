@@ -3,7 +3,7 @@ import { add, siluMul } from "../../ops/elementwise.ts";
 import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
-import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { addRef, siluMulRef } from "../ref/elementwise.ts";
 
 export interface SiluMulInputs extends CaseInputs {
@@ -27,7 +27,10 @@ export const siluMulCase: KernelCase<SiluMulInputs> = {
   make(shape, rng, env) {
     const R = int(shape, "R"), I = int(shape, "I");
     // Gates over ±8 cover both tails of silu.
-    const gu = Float64Array.from({ length: R * 2 * I }, (_, k) => roundAct(rng.signed(k % (2 * I) < I ? 8 : 2), env.act));
+    const gu = Float64Array.from(
+      { length: R * 2 * I },
+      (_, k) => roundAct(rng.signed(k % (2 * I) < I ? 8 : 2), env.act),
+    );
     return { shape, act: env.act, R, I, gu };
   },
   async bind(gpu, i) {

@@ -43,7 +43,11 @@ export const embedCase: KernelCase<EmbedInputs> = {
     const R = int(shape, "R"), V = int(shape, "V"), H = int(shape, "H");
     const format = parseFormat(String(shape.w), oneOf(shape, "scale", ["f16", "bf16"] as const));
     checkFormat(format, H, "embed");
-    const shards = randomWeights(rng, format, V, H, { amp: 1, minShards: int(shape, "shards"), maxBinding: env.maxBinding });
+    const shards = randomWeights(rng, format, V, H, {
+      amp: 1,
+      minShards: int(shape, "shards"),
+      maxBinding: env.maxBinding,
+    });
     // First, last and shard-edge tokens come first, then random ones.
     const edges = [0, V - 1, ...shards.flatMap((s) => [s.n0, s.n0 + s.n - 1])];
     const rows: Row[] = Array.from({ length: R }, (_, r) => ({
@@ -65,7 +69,15 @@ export const embedCase: KernelCase<EmbedInputs> = {
     return seal(set, ctx, { maxKvLen: 1 }, async () => ({ x: await readF32(gpu, x, i.R * i.H) }));
   },
   check: (got, i) =>
-    compareAll(got, { x: embedRef({ tokens: i.rows.map((r) => r.token), H: i.H, format: i.format, shards: i.shards, x0: i.x0 }) }, tolerance(i.shape)),
+    compareAll(got, {
+      x: embedRef({
+        tokens: i.rows.map((r) => r.token),
+        H: i.H,
+        format: i.format,
+        shards: i.shards,
+        x0: i.x0,
+      }),
+    }, tolerance(i.shape)),
   tolerance: (shape) => tolerance(shape),
   cost(shape) {
     const R = Number(shape.R), H = Number(shape.H);

@@ -10,7 +10,7 @@ import { matmul } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
-import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { matmulRef } from "../ref/matmul.ts";
 import { parseFormat, weightBytes } from "../ref/quant.ts";
 import type { Rng } from "../rng.ts";
@@ -42,13 +42,20 @@ export interface MatmulInputs extends CaseInputs {
 const FULL_CHECK_MACS = 2 ** 27;
 
 /** Random inputs for a matmul shape (exported for batch-invariance tests that rebind the same data). */
-export function makeMatmul(mode: "vec" | "tiled", shape: Shape, rng: Rng, env: { act: ActDtype; maxBinding: number }): MatmulInputs {
+export function makeMatmul(
+  mode: "vec" | "tiled",
+  shape: Shape,
+  rng: Rng,
+  env: { act: ActDtype; maxBinding: number },
+): MatmulInputs {
   const M = int(shape, "M"), N = int(shape, "N"), K = int(shape, "K");
   const row0 = int(shape, "row0", 0), nOff = int(shape, "noff", 0), pad = int(shape, "pad", 0);
   const out = oneOf(shape, "out", ["act", "f32", "add"] as const);
   const format = parseFormat(String(shape.w), oneOf(shape, "scale", ["f16", "bf16"] as const));
   checkFormat(format, K, `${mode} matmul`);
-  if (format.kind !== "q" && K % 8 !== 0) throw new ShapeError(`matmul: K=${K} must be a multiple of 8 for 16-bit weights`);
+  if (format.kind !== "q" && K % 8 !== 0) {
+    throw new ShapeError(`matmul: K=${K} must be a multiple of 8 for 16-bit weights`);
+  }
   const ldy = nOff + N + pad;
   const rows = row0 + M;
   const x = new Float64Array(rows * K);
@@ -76,7 +83,11 @@ export function makeMatmul(mode: "vec" | "tiled", shape: Shape, rng: Rng, env: {
  * Uploads `i` and records its matmul; `parts` instead records one matmul per {M, row0} block over the same
  * buffers (batch-invariance tests compare a row computed alone with the same row inside a larger M).
  */
-export async function bindMatmul(gpu: Gpu, i: MatmulInputs, parts?: { M: number; row0: number }[]): Promise<Bound> {
+export async function bindMatmul(
+  gpu: Gpu,
+  i: MatmulInputs,
+  parts?: { M: number; row0: number }[],
+): Promise<Bound> {
   const set = new BufferSet(gpu);
   const yAct: ActDtype = i.out === "act" ? i.act : "f32";
   const x = set.upload("x", Float32Array.from(i.x));
@@ -125,10 +136,31 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
     // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
     defaults: {
-      M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1,
-      row0: 0, noff: 0, pad: 0,
+      M: mode === "vec" ? 1 : 512,
+      N: 19456,
+      K: 2560,
+      w: "q4g64",
+      scale: "bf16",
+      out: "act",
+      bias: 0,
+      shards: 1,
+      row0: 0,
+      noff: 0,
+      pad: 0,
     },
-    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0 },
+    small: {
+      M: mode === "vec" ? 5 : 67,
+      N: 67,
+      K: 320,
+      w: "q4g64",
+      scale: "bf16",
+      out: "act",
+      bias: 0,
+      shards: 1,
+      row0: 0,
+      noff: 0,
+      pad: 0,
+    },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),

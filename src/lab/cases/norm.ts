@@ -42,7 +42,10 @@ export const rmsNormCase: KernelCase<NormInputs> = {
       const amp = 2 ** rng.int(-4, 6);
       for (let k = 0; k < H; k++) x[r * H + k] = Math.fround(rng.signed(amp));
     }
-    const weight = Float64Array.from({ length: H }, () => Math.fround(rng.range(0.2, 1.8) * (rng.next() < 0.1 ? -1 : 1)));
+    const weight = Float64Array.from(
+      { length: H },
+      () => Math.fround(rng.range(0.2, 1.8) * (rng.next() < 0.1 ? -1 : 1)),
+    );
     const gather = shape.gather ? Array.from({ length: R }, () => rng.int(0, X)) : undefined;
     const y0 = Float64Array.from({ length: R * H }, () => rng.signed(1));
     return { shape, act: env.act, R, H, eps: num(shape, "eps"), x, weight, gather, y0 };

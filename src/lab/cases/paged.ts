@@ -28,9 +28,14 @@ export function randomPool(
   const pages = new Uint32Array(lens.length * maxPages);
   let next = 0;
   lens.forEach((l, s) => {
-    for (let p = 0; p < maxPages; p++) pages[s * maxPages + p] = p < Math.ceil(l / ps) ? order[next++] : rng.int(0, numPages);
+    for (let p = 0; p < maxPages; p++) {
+      pages[s * maxPages + p] = p < Math.ceil(l / ps) ? order[next++] : rng.int(0, numPages);
+    }
   });
   const amp = opts.amp ?? 1;
-  const kv = Float64Array.from({ length: numPages * 2 * nkv * ps * hd }, () => roundAct(rng.signed(amp), opts.act));
+  const kv = Float64Array.from(
+    { length: numPages * 2 * nkv * ps * hd },
+    () => roundAct(rng.signed(amp), opts.act),
+  );
   return { pages, maxPages, nkv, ps, hd, numPages, kv };
 }

@@ -8,7 +8,7 @@ import { rope } from "../../ops/rope.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readAct, seal } from "../harness.ts";
-import { type ActDtype, actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
+import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import { ropeInvFreq, ropeRef } from "../ref/rope.ts";
 import { type Pool, randomPool } from "./paged.ts";
@@ -37,19 +37,57 @@ function tolerance(act: ActDtype): Record<string, Tolerance> {
 
 export const ropeCase: KernelCase<RopeInputs> = {
   files: ["rope.wgsl"],
-  summary: "per-head Q/K RMS norm + rotate-half RoPE (partial rotary, mscale); Q out, K/V into the paged cache",
+  summary:
+    "per-head Q/K RMS norm + rotate-half RoPE (partial rotary, mscale); Q out, K/V into the paged cache",
   // Qwen3-4B: 32 q / 8 kv heads, head_dim 128, q/k norm, theta 1e6.
-  defaults: { R: 16, nq: 32, nkv: 8, hd: 128, rot: 128, ps: 16, qknorm: 1, mscale: 1, theta: 1e6, slots: 4, maxpos: 2048 },
-  small: { R: 7, nq: 6, nkv: 2, hd: 40, rot: 24, ps: 5, qknorm: 1, mscale: 1.13, theta: 10000, slots: 3, maxpos: 97 },
+  defaults: {
+    R: 16,
+    nq: 32,
+    nkv: 8,
+    hd: 128,
+    rot: 128,
+    ps: 16,
+    qknorm: 1,
+    mscale: 1,
+    theta: 1e6,
+    slots: 4,
+    maxpos: 2048,
+  },
+  small: {
+    R: 7,
+    nq: 6,
+    nkv: 2,
+    hd: 40,
+    rot: 24,
+    ps: 5,
+    qknorm: 1,
+    mscale: 1.13,
+    theta: 10000,
+    slots: 3,
+    maxpos: 97,
+  },
   keys: {
-    R: "step rows", nq: "query heads", nkv: "kv heads", hd: "head dim", rot: "rotated dims (even, ≤ hd)",
-    ps: "KV page size (tokens)", qknorm: "1: Qwen3 per-head q/k RMS norm", mscale: "RoPE attention factor (YaRN)",
-    theta: "RoPE base", slots: "sequences the rows belong to", maxpos: "positions are drawn from [0, maxpos)",
+    R: "step rows",
+    nq: "query heads",
+    nkv: "kv heads",
+    hd: "head dim",
+    rot: "rotated dims (even, ≤ hd)",
+    ps: "KV page size (tokens)",
+    qknorm: "1: Qwen3 per-head q/k RMS norm",
+    mscale: "RoPE attention factor (YaRN)",
+    theta: "RoPE base",
+    slots: "sequences the rows belong to",
+    maxpos: "positions are drawn from [0, maxpos)",
   },
   make(shape, rng, env) {
     const R = int(shape, "R"), nq = int(shape, "nq"), nkv = int(shape, "nkv"), hd = int(shape, "hd");
-    const rot = int(shape, "rot"), ps = int(shape, "ps"), slots = int(shape, "slots"), maxpos = int(shape, "maxpos");
-    if (R > slots * maxpos) throw new ShapeError(`rope: ${R} rows need distinct (slot, pos) among ${slots}×${maxpos}`);
+    const rot = int(shape, "rot"),
+      ps = int(shape, "ps"),
+      slots = int(shape, "slots"),
+      maxpos = int(shape, "maxpos");
+    if (R > slots * maxpos) {
+      throw new ShapeError(`rope: ${R} rows need distinct (slot, pos) among ${slots}×${maxpos}`);
+    }
     // Distinct (slot, pos) per row: two rows writing one KV cell would make the result order-dependent.
     const used = new Set<number>();
     const rows: Row[] = [];
@@ -63,12 +101,24 @@ export const ropeCase: KernelCase<RopeInputs> = {
       rows.push({ token: rng.int(0, 1000), pos, slot, kind: rng.int(0, 2) });
     }
     const pool = randomPool(rng, { lens: Array(slots).fill(maxpos), nkv, hd, ps, act: env.act });
-    const qkv = Float64Array.from({ length: R * (nq + 2 * nkv) * hd }, () => roundAct(rng.signed(2), env.act));
+    const qkv = Float64Array.from(
+      { length: R * (nq + 2 * nkv) * hd },
+      () => roundAct(rng.signed(2), env.act),
+    );
     const norm = () => Float64Array.from({ length: hd }, () => Math.fround(rng.range(0.5, 1.5)));
     const qk = shape.qknorm ? { qn: norm(), kn: norm() } : {};
     return {
-      shape, act: env.act, rows, nq, rot, eps: 1e-6, mscale: Math.fround(num(shape, "mscale")),
-      qkv, invFreq: ropeInvFreq(num(shape, "theta"), rot), ...qk, pool,
+      shape,
+      act: env.act,
+      rows,
+      nq,
+      rot,
+      eps: 1e-6,
+      mscale: Math.fround(num(shape, "mscale")),
+      qkv,
+      invFreq: ropeInvFreq(num(shape, "theta"), rot),
+      ...qk,
+      pool,
     };
   },
   async bind(gpu, i) {
@@ -87,8 +137,16 @@ export const ropeCase: KernelCase<RopeInputs> = {
     };
     const ctx = set.context();
     await rope(ctx, {
-      ...buf, R, nq: i.nq, nkv: pool.nkv, hd: pool.hd, rot: i.rot, pageSize: pool.ps, maxPages: pool.maxPages,
-      eps: i.eps, mscale: i.mscale,
+      ...buf,
+      R,
+      nq: i.nq,
+      nkv: pool.nkv,
+      hd: pool.hd,
+      rot: i.rot,
+      pageSize: pool.ps,
+      maxPages: pool.maxPages,
+      eps: i.eps,
+      mscale: i.mscale,
     });
     return seal(set, ctx, { maxKvLen: 1 }, async () => ({
       q: await readAct(gpu, buf.q, R * i.nq * pool.hd, i.act),
@@ -96,7 +154,19 @@ export const ropeCase: KernelCase<RopeInputs> = {
     }));
   },
   check(got, i) {
-    const r = ropeRef({ ...i.pool, rows: i.rows, qkv: i.qkv, invFreq: i.invFreq, qn: i.qn, kn: i.kn, nq: i.nq, rot: i.rot, eps: i.eps, mscale: i.mscale, kv0: i.pool.kv });
+    const r = ropeRef({
+      ...i.pool,
+      rows: i.rows,
+      qkv: i.qkv,
+      invFreq: i.invFreq,
+      qn: i.qn,
+      kn: i.kn,
+      nq: i.nq,
+      rot: i.rot,
+      eps: i.eps,
+      mscale: i.mscale,
+      kv0: i.pool.kv,
+    });
     return compareAll(got, r, tolerance(i.act));
   },
   tolerance: (_s, act) => tolerance(act),

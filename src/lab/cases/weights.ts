@@ -21,9 +21,15 @@ export interface ShardData {
 export function checkFormat(f: WeightFormat, K: number, op: string): void {
   if (f.kind !== "q") return;
   if (!AFFINE_BITS.includes(f.bits) || !AFFINE_GROUP_SIZES.includes(f.groupSize)) {
-    throw new ShapeError(`${op}: q${f.bits}g${f.groupSize} (bits ${AFFINE_BITS.join("/")}, groups ${AFFINE_GROUP_SIZES.join("/")})`);
+    throw new ShapeError(
+      `${op}: q${f.bits}g${f.groupSize} (bits ${AFFINE_BITS.join("/")}, groups ${
+        AFFINE_GROUP_SIZES.join("/")
+      })`,
+    );
   }
-  if (K % f.groupSize !== 0) throw new ShapeError(`${op}: K=${K} is not a multiple of the group size ${f.groupSize}`);
+  if (K % f.groupSize !== 0) {
+    throw new ShapeError(`${op}: K=${K} is not a multiple of the group size ${f.groupSize}`);
+  }
 }
 
 /**
@@ -42,7 +48,9 @@ export function randomWeights(
   const rowBytes = packedWords(f, 1, K).w * 4;
   const count = Math.max(opts.minShards, Math.ceil((N * rowBytes) / (opts.maxBinding * 0.9)));
   const per = Math.ceil(N / count / 64) * 64;
-  if (per * (count - 1) >= N) throw new ShapeError(`${count} shards of 64-row multiples do not fit ${N} rows`);
+  if (per * (count - 1) >= N) {
+    throw new ShapeError(`${count} shards of 64-row multiples do not fit ${N} rows`);
+  }
   const shards: ShardData[] = [];
   for (let n0 = 0; n0 < N; n0 += per) {
     const n = Math.min(per, N - n0);

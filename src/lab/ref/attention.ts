@@ -42,7 +42,7 @@ export function attentionRef(a: AttentionRef): Float64Array {
         if (s[j] > mx) mx = s[j];
       }
       let l = 0;
-      for (let j = 0; j < len; j++) l += (s[j] = Math.exp(s[j] - mx));
+      for (let j = 0; j < len; j++) l += s[j] = Math.exp(s[j] - mx);
       const o = new Float64Array(hd);
       for (let j = 0; j < len; j++) {
         const vb = kvOffset(a, row.slot, j, 1, h);

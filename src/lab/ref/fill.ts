@@ -33,8 +33,11 @@ function unit(seed: number, e: number): number {
 /** The tensor's values: u32 words for RAW, the two bf16 values (rounded from float64) per word for UNIFORM/BIAS, f32 for VEC_F32. */
 export function fillRef(a: FillRef): Float64Array {
   if (a.mode === "raw" || a.mode === "f32") {
-    return Float64Array.from({ length: a.words }, (_, w) =>
-      a.mode === "raw" ? fillHash(a.seed, a.word0 + w) : a.lo + (a.hi - a.lo) * unit(a.seed, a.word0 + w));
+    return Float64Array.from(
+      { length: a.words },
+      (_, w) =>
+        a.mode === "raw" ? fillHash(a.seed, a.word0 + w) : a.lo + (a.hi - a.lo) * unit(a.seed, a.word0 + w),
+    );
   }
   const out = new Float64Array(2 * a.words);
   for (let i = 0; i < out.length; i++) {

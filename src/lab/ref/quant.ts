@@ -8,7 +8,7 @@
  * @module
  */
 import type { WeightFormat } from "../../ops/linear.ts";
-import { halfAt, type Half } from "./half.ts";
+import { type Half, halfAt } from "./half.ts";
 
 /** The packed form of rows [0, n) of a weight matrix (one shard's buffers). */
 export interface PackedWeights {
@@ -34,7 +34,13 @@ export function halfKind(f: WeightFormat): Half {
 }
 
 /** Weight row r (K values) as float64. */
-export function dequantRow(f: WeightFormat, p: PackedWeights, r: number, K: number, out = new Float64Array(K)): Float64Array {
+export function dequantRow(
+  f: WeightFormat,
+  p: PackedWeights,
+  r: number,
+  K: number,
+  out = new Float64Array(K),
+): Float64Array {
   if (f.kind === "q") {
     const kind = halfKind(f);
     const base = (r * K * f.bits) / 32;

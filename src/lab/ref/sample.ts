@@ -128,7 +128,12 @@ function slackFor(V: number): number {
 }
 
 /** One logit row's pick. */
-export function sampleRow(row: ArrayLike<number>, p: SampleParams, pos: number, slot: number): SampleDecision {
+export function sampleRow(
+  row: ArrayLike<number>,
+  p: SampleParams,
+  pos: number,
+  slot: number,
+): SampleDecision {
   if (isGreedy(p)) {
     const id = argmax(row);
     return { id, support: [id], borderline: false, accept: [id] };
