@@ -89,13 +89,14 @@ for (const [name, N, K] of shapes) {
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, R: 2, WG: 128, magic: true } });
-  if (F32 || QUICK) continue;
-  for (const TM of [4, 8]) {
-    setMatmulTuning({ tiled: { TM } });
-    const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
+  setMatmulTuning({ vec: { T: 0, R: 1, WG: 64, magic: true } });
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
+  if (F32) continue;
+  for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
+    setMatmulTuning({ tiled: { TM, wideN } });
+    const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
     const k = `tiled ${name}`; const g = 2 * N * K * 512 / per / 1e9;
-    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} GFLOP/s ${g.toFixed(0)}`;
+    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
   }
 }
 console.log(JSON.stringify(best, null, 1));

@@ -164,12 +164,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
   var st = St(vec4<f32>(-3.0e38), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
               vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+  // Key rows are fetched one iteration ahead (software pipelining: the next load is in flight while this
+  // key is scored).
+  let pvoff = nkv * ps * HD;  // V lives nkv·ps·hd after K in the page
+  var jn = j0 + min(grp, nj - 1u);
+  var kbn = pages[prow + jn / ps] * pstride + h * ps * HD + (jn % ps) * HD + d0;
+  var kn = kv8(kbn);
+  var vn = kv8(kbn + pvoff);
   for (var t0 = 0u; t0 < nj; t0 += KG) {
     let t = t0 + grp;
-    let j = j0 + min(t, nj - 1u);
-    let kb = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d0;
-    let k = kv8(kb);
-    let v = kv8(kb + nkv * ps * HD);  // V lives nkv·ps·hd after K in the page
+    let k = kn;
+    let v = vn;
+    jn = j0 + min(t + KG, nj - 1u);
+    kbn = pages[prow + jn / ps] * pstride + h * ps * HD + (jn % ps) * HD + d0;
+    kn = kv8(kbn);
+    vn = kv8(kbn + pvoff);
     var d = vec4<f32>(dot(q0.a, k.a) + dot(q0.b, k.b), dot(q1.a, k.a) + dot(q1.b, k.b),
                       dot(q2.a, k.a) + dot(q2.b, k.b), dot(q3.a, k.a) + dot(q3.b, k.b)) * sc;
 #ifdef LANE_SUBGROUP

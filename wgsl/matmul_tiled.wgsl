@@ -1,8 +1,9 @@
 // Tiled matmul for many rows (prefill chunks), compute-bound:
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
 // Same weight formats, epilogues and bindings as matmul_vec.wgsl (x f32; w read as plain u32 words here).
-// Grid: (ceil(N / 64), ceil(M / BM)), BM = 16·TM (TM = 4 or 8). 256 lanes (16×16) own one BM×64 tile, each
-// lane a TM×4 block held in named vec4 accumulators (arrays indexed in loops can spill to local memory).
+// Grid: (ceil(N / BN), ceil(M / BM)), BM = 16·TM (TM = 4 or 8), BN = 64 or 128 (TN8). 256 lanes (16×16) own
+// one BM×BN tile, each lane TM×4 (or TM×8) outputs held in named vec4 accumulators (arrays indexed in loops
+// can spill to local memory).
 // K is walked in tiles of 32 values (one quant unit): the x tile and the W tile, dequantized once per tile,
 // are staged in workgroup memory as k-major vec4s; the next tile's raw words are prefetched into registers
 // while the current one is multiplied. Each output is a sequential sum over k in the same order whatever
@@ -13,7 +14,11 @@ override BITS: u32 = 4;
 override GS: u32 = 64;
 const TM: u32 = {{TM}}u;     // rows per lane: 4 or 8
 const BM: u32 = 16u * TM;
+#if TN8
+const BN: u32 = 128u;        // columns tx·4.. and 64 + tx·4.. per lane (conflict-free vec4 reads)
+#else
 const BN: u32 = 64u;
+#endif
 const BK: u32 = 32u;
 
 struct Params {
@@ -67,6 +72,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
 #if TM8
   var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
+#endif
+#if TN8
+  var acc8 = vec4<f32>(0.0); var acc9 = vec4<f32>(0.0); var acc10 = vec4<f32>(0.0); var acc11 = vec4<f32>(0.0);
+  var acc12 = vec4<f32>(0.0); var acc13 = vec4<f32>(0.0); var acc14 = vec4<f32>(0.0); var acc15 = vec4<f32>(0.0);
 #endif
 
   // Staging tasks: lanes [0, BM) own x (4 rows × 8 k), lanes [BM, BM + BN) own W (4 rows × 8 k).
@@ -174,6 +183,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         acc6 = fma(vec4<f32>(a1.z), b, acc6);
         acc7 = fma(vec4<f32>(a1.w), b, acc7);
 #endif
+#if TN8
+        let b2 = ws[kk * (BN / 4u) + 16u + tx];
+        acc8 = fma(vec4<f32>(a0.x), b2, acc8);
+        acc9 = fma(vec4<f32>(a0.y), b2, acc9);
+        acc10 = fma(vec4<f32>(a0.z), b2, acc10);
+        acc11 = fma(vec4<f32>(a0.w), b2, acc11);
+        acc12 = fma(vec4<f32>(a1.x), b2, acc12);
+        acc13 = fma(vec4<f32>(a1.y), b2, acc13);
+        acc14 = fma(vec4<f32>(a1.z), b2, acc14);
+        acc15 = fma(vec4<f32>(a1.w), b2, acc15);
+#endif
       }
     }
     workgroupBarrier();
@@ -184,11 +204,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #else
   var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3);
 #endif
+  store(m0 + ty * TM, n0 + tx * 4u, accs);
+#if TN8
+  store(m0 + ty * TM, n0 + 64u + tx * 4u, array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
+#endif
+}
+
+// Writes a TM×4 block of outputs at (m, n) with the epilogue.
+fn store(mb: u32, nb: u32, accs: array<vec4<f32>, TM>) {
   for (var i = 0u; i < TM; i++) {
-    let m = m0 + ty * TM + i;
+    let m = mb + i;
     if (m >= params.M) { break; }
     for (var j = 0u; j < 4u; j++) {
-      let n = n0 + tx * 4u + j;
+      let n = nb + j;
       if (n >= params.N) { break; }
       var v = accs[i][j];
 #ifdef BIAS

@@ -208,11 +208,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c3 = min(nb + 3u, params.N - 1u);
   let xr = params.row0 * K4;
   var acc = vec4<f32>(0.0);
+  // The next unit's weights are fetched before this one is used (software pipelining: loads in flight).
+  let uf = min(lane, units - 1u);
+  var q0 = w[c0 * units + uf];
+  var q1 = w[c1 * units + uf];
+  var q2 = w[c2 * units + uf];
+  var q3 = w[c3 * units + uf];
   for (var u = lane; u < units; u += T) {
-    let q0 = w[c0 * units + u];
-    let q1 = w[c1 * units + u];
-    let q2 = w[c2 * units + u];
-    let q3 = w[c3 * units + u];
+    let un = min(u + T, units - 1u);
+    let n0q = w[c0 * units + un];
+    let n1q = w[c1 * units + un];
+    let n2q = w[c2 * units + un];
+    let n3q = w[c3 * units + un];
     let s0 = scale_bias(c0, u, gpr);
     let s1 = scale_bias(c1, u, gpr);
     let s2 = scale_bias(c2, u, gpr);
@@ -233,6 +240,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                                                           q4dot8(q2, x0, x1, x2, x3, x4, x5, x6, x7),
                                                           q4dot8(q3, x0, x1, x2, x3, x4, x5, x6, x7)) +
            vec4<f32>(s0.y, s1.y, s2.y, s3.y) * sx;
+    q0 = n0q;
+    q1 = n1q;
+    q2 = n2q;
+    q3 = n3q;
   }
 #ifdef TEAM_SUBGROUP
   for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) { acc += subgroupShuffleXor(acc, mask); }

@@ -29,11 +29,11 @@ export interface MatmulArgs {
 export interface MatmulTuning {
   /** Vector kernel: lanes per team (0 = pick from K), workgroup size, columns per team, magic Q4 dequant. */
   vec: { T: number; WG: number; R: number; magic: boolean; r4: boolean };
-  /** Tiled kernel: rows per lane, 4 or 8 (tile = 16·TM × 64). */
-  tiled: { TM: number };
+  /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
+  tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 128, R: 1, magic: true, r4: true }, tiled: { TM: 8 } };
+const tuning: MatmulTuning = { vec: { T: 0, WG: 64, R: 1, magic: true, r4: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -87,10 +87,13 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       });
     } else {
       const { TM } = tuning.tiled;
-      await record(ctx, { file: "matmul_tiled.wgsl", defines: { ...defines, TM, ...(TM === 8 ? { TM8: 1 } : {}) }, overrides }, {
+      // 128-wide tiles double the work per staged tile; narrow matrices keep 64 so the grid fills the GPU.
+      const wide = TM === 8 && s.n >= tuning.tiled.wideN;
+      const tdefs = { ...defines, TM, ...(TM === 8 ? { TM8: 1 } : {}), ...(wide ? { TN8: 1 } : {}) };
+      await record(ctx, { file: "matmul_tiled.wgsl", defines: tdefs, overrides }, {
         buffers,
         params,
-        grid: [Math.ceil(s.n / 64), Math.ceil(M / (16 * TM)), 1],
+        grid: [Math.ceil(s.n / (wide ? 128 : 64)), Math.ceil(M / (16 * TM)), 1],
       });
     }
   }
