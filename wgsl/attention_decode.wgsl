@@ -55,6 +55,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
+// Page ids of this split (one dependent global load less per key).
+var<workgroup> sm_pages: array<u32, 64>;
 // Merge slots: m and l of the 4 heads, and 8 dims × 4 heads per lane.
 var<workgroup> sm_m: array<vec4<f32>, NS>;
 var<workgroup> sm_l: array<vec4<f32>, NS>;
@@ -164,11 +166,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
   var st = St(vec4<f32>(-3.0e38), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
               vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+  let p0 = j0 / ps;
+  let np = (j0 + nj - 1u) / ps - p0 + 1u;
+  for (var i = lid; i < np; i += WG) { sm_pages[i] = pages[prow + p0 + i]; }
+  workgroupBarrier();
   // Key rows are fetched one iteration ahead (software pipelining: the next load is in flight while this
   // key is scored).
   let pvoff = nkv * ps * HD;  // V lives nkv·ps·hd after K in the page
   var jn = j0 + min(grp, nj - 1u);
-  var kbn = pages[prow + jn / ps] * pstride + h * ps * HD + (jn % ps) * HD + d0;
+  var kbn = sm_pages[jn / ps - p0] * pstride + h * ps * HD + (jn % ps) * HD + d0;
   var kn = kv8(kbn);
   var vn = kv8(kbn + pvoff);
   for (var t0 = 0u; t0 < nj; t0 += KG) {
@@ -176,7 +182,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let k = kn;
     let v = vn;
     jn = j0 + min(t + KG, nj - 1u);
-    kbn = pages[prow + jn / ps] * pstride + h * ps * HD + (jn % ps) * HD + d0;
+    kbn = sm_pages[jn / ps - p0] * pstride + h * ps * HD + (jn % ps) * HD + d0;
     kn = kv8(kbn);
     vn = kv8(kbn + pvoff);
     var d = vec4<f32>(dot(q0.a, k.a) + dot(q0.b, k.b), dot(q1.a, k.a) + dot(q1.b, k.b),

@@ -13,9 +13,19 @@ import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import { parseFlags } from "./args.ts";
 
 const SPEC = {
-  model: "string", "models-dir": "string", host: "string", port: "number", "context-window": "number",
-  "api-key": "string", "max-batch": "number", alias: "string", "prefill-chunk": "number",
-  "steps-per-submit": "number", "max-body-mb": "number", f32: "boolean", help: "boolean",
+  model: "string",
+  "models-dir": "string",
+  host: "string",
+  port: "number",
+  "context-window": "number",
+  "api-key": "string",
+  "max-batch": "number",
+  alias: "string",
+  "prefill-chunk": "number",
+  "steps-per-submit": "number",
+  "max-body-mb": "number",
+  f32: "boolean",
+  help: "boolean",
 } as const;
 
 const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
@@ -33,8 +43,13 @@ function size(b: number): string {
  */
 export async function resolveInside(root: string, name: string): Promise<DiskModelSource> {
   const parts = name.split("/").filter((p) => p && p !== ".");
-  if (name.startsWith("/") || name.includes("\0") || name.includes("\\") || parts.includes("..") || !parts.length) {
-    throw new PermissionError(`model "${name}" is outside the models directory; give a folder name inside ${root}`);
+  if (
+    name.startsWith("/") || name.includes("\0") || name.includes("\\") || parts.includes("..") ||
+    !parts.length
+  ) {
+    throw new PermissionError(
+      `model "${name}" is outside the models directory; give a folder name inside ${root}`,
+    );
   }
   const path = `${root.replace(/\/+$/, "")}/${parts.join("/")}`;
   let info: Deno.FileInfo;
@@ -43,7 +58,9 @@ export async function resolveInside(root: string, name: string): Promise<DiskMod
   } catch {
     throw new NotFoundError(`model "${name}" not found in the models directory ${root}`, "model_not_found");
   }
-  if (!info.isDirectory) throw new NotFoundError(`model "${name}" is not a folder in ${root}`, "model_not_found");
+  if (!info.isDirectory) {
+    throw new NotFoundError(`model "${name}" is not a folder in ${root}`, "model_not_found");
+  }
   return new DiskModelSource(path);
 }
 
@@ -54,7 +71,9 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const positive = (k: keyof typeof f, v: number | undefined) => {
-    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new ValidationError(`--${String(k)} must be a positive integer`, String(k));
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
+      throw new ValidationError(`--${String(k)} must be a positive integer`, String(k));
+    }
     return v;
   };
   const modelDir = f.model ?? DEFAULT_MODEL_DIR;
@@ -62,9 +81,13 @@ export async function main(argv: string[]): Promise<number> {
   const modelsDir = f["models-dir"] ?? new URL("../../models", import.meta.url).pathname;
   const hostname = f.host ?? "127.0.0.1";
   const port = f.port ?? 8080;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ValidationError("--port must be in 0..65535", "port");
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ValidationError("--port must be in 0..65535", "port");
+  }
   const apiKey = f["api-key"] ?? Deno.env.get("FLINT_API_KEY") ?? undefined;
   const maxBatch = positive("max-batch", f["max-batch"]) ?? 8;
+  const maxBodyMb = f["max-body-mb"] ?? 32;
+  if (!(maxBodyMb > 0)) throw new ValidationError("--max-body-mb must be positive", "max-body-mb");
 
   console.log(`[flint] loading ${modelDir} ...`);
   const host = await ModelHost.open(new DiskModelSource(modelDir), {
@@ -78,7 +101,7 @@ export async function main(argv: string[]): Promise<number> {
   });
   const { app } = await createApp(host, {
     apiKey: apiKey || undefined,
-    maxBodyBytes: Math.round((f["max-body-mb"] ?? 32) * 2 ** 20),
+    maxBodyBytes: Math.round(maxBodyMb * 2 ** 20),
     aliases: (f.alias ?? "").split(",").map((s) => s.trim()).filter(Boolean),
     resolveModel: (name) => resolveInside(modelsDir, name),
   });
@@ -102,11 +125,18 @@ export async function main(argv: string[]): Promise<number> {
         `  adapter         ${engine.gpu.info.adapter}${engine.gpu.info.f16 ? " (f16)" : " (f32)"}`,
         `  context window  ${ctxLine}`,
         `  weights         ${size(engine.info.weightBytes)}`,
-        `  KV cache        ${size(mem.kv)} (${engine.kv.freePages} pages of ${size(engine.kv.bytesPerPage)}), max batch ${engine.maxBatch}`,
+        `  KV cache        ${size(mem.kv)} (${engine.kv.freePages} pages of ${
+          size(engine.kv.bytesPerPage)
+        }), max batch ${engine.maxBatch}`,
         `  models dir      ${modelsDir}`,
         `  API key         ${apiKey ? "required (Bearer or x-api-key)" : "not set"}`,
         `Listening on http://${shown}:${addr.port}`,
       ].join("\n"));
+      if (!apiKey && !/^(127\.|::1$|localhost$)/.test(addr.hostname)) {
+        console.log(
+          `[flint] warning: listening on ${addr.hostname} without --api-key; anyone who can reach it can use it`,
+        );
+      }
     },
   }, app.fetch);
 

@@ -1,6 +1,14 @@
 /**
  * The kernel-lab registry: every kernel file in wgsl/ (not lib/, not the probes) → its case. The tests,
  * `deno task kernel` and the browser lab page all look kernels up here.
+ *
+ * @example Check an edited shader against the reference, then time it against the adapter's ceilings:
+ * ```ts
+ * const c = caseFor("rms_norm.wgsl");
+ * const r = await withShader(gpu, "rms_norm.wgsl", editedText, () => runCase(gpu, c, { shape: c.small, iters: 20 }));
+ * // r.ok, r.outputs (max error per output, first failures), r.timing.medianMs, r.cost.bytes / r.cost.flops
+ * const ceil = await measureCeilings(gpu); // ceil.readGBs, ceil.f32GFlops, ceil.f16GFlops
+ * ```
  * @module
  */
 import { ShapeError } from "../errors.ts";

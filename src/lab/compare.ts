@@ -87,7 +87,7 @@ export function describeReport(r: OutputReport): string {
     `${r.name}: ${r.ok ? "ok" : "FAIL"} — ${r.checked} checked, ${r.failed} failed, max |d| ${
       fmt(r.maxAbs)
     }, ` +
-    `max |d|/(atol+rtol·|ref|) ${fmt(r.maxRatio)} (atol ${r.tol.atol}, rtol ${r.tol.rtol})`;
+    `max |d|/(atol+rtol·|ref|) ${fmt(r.maxRatio)} (atol ${fmt(r.tol.atol)}, rtol ${fmt(r.tol.rtol)})`;
   const lines = [head];
   if (r.worst && r.maxAbs > 0) {
     lines.push(`  worst [${r.worst.index}]: got ${r.worst.got}, expected ${r.worst.want}`);

@@ -37,6 +37,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionDecode", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd <= 256 && a.hd % 8 === 0 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
+  check(DECODE_SPLIT / a.pageSize <= 63, "attentionDecode", `page size ${a.pageSize}: a split spans at most 64 pages`);
   const L = a.hd / 8;
   const info = ctx.gpu.info;
   // The subgroup merge assumes a fixed subgroup size covering whole key groups.

@@ -15,7 +15,9 @@ export function adminRoutes(ctx: ServerCtx): Hono {
     const f = new Fields(await readJsonBody(c.req.raw, ctx.config.maxBodyBytes));
     const name = f.string("model", { nonEmpty: true });
     const contextWindow = f.optNumber("context_window", { integer: true, min: 16 });
-    if (!ctx.config.resolveModel) throw new PermissionError("model loading is disabled on this server (no models directory)");
+    if (!ctx.config.resolveModel) {
+      throw new PermissionError("model loading is disabled on this server (no models directory)");
+    }
     const source = await ctx.config.resolveModel(name);
     const previous = ctx.host.served.name;
     const t0 = performance.now();

@@ -4,13 +4,14 @@
  * @module
  */
 import { Hono } from "hono";
+import { CancelledError } from "../errors.ts";
 import { readMessagesRequest, readPromptSpec } from "./anthropic_request.ts";
-import { MessageEvents, messageBody } from "./anthropic_wire.ts";
+import { messageBody, MessageEvents } from "./anthropic_wire.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
 import { asFlintError, errorBody } from "./errors.ts";
 import { Job, randomId } from "./job.ts";
 import { renderChat } from "./prompt.ts";
-import { type SseSink, sseResponse } from "./sse.ts";
+import { sseResponse, type SseSink } from "./sse.ts";
 import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
 
@@ -26,7 +27,13 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
       const req = readMessagesRequest(new Fields(body));
       checkModel(ctx, served, req.model);
       const prompt = renderChat(served.tokenizer, req.spec);
-      const job = new Job(served, { prompt, maxTokens: req.maxTokens, sampling: req.sampling, stop: req.stop, signal: abort.signal }, ctx.metrics);
+      const job = new Job(served, {
+        prompt,
+        maxTokens: req.maxTokens,
+        sampling: req.sampling,
+        stop: req.stop,
+        signal: abort.signal,
+      }, ctx.metrics);
       const meta = { id: randomId("msg_"), model: served.name, callId: () => randomId("toolu_") };
       const headers = { "flint-sequence-id": String(job.id) };
 
@@ -34,7 +41,7 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
         const pieces: ToolPiece[] = [];
         for await (const p of job.pieces()) pieces.push(p);
         const r = await job.result();
-        if (r.finishReason === "cancelled") return c.body(null, 499 as any);
+        if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
         return c.json(messageBody(meta, pieces, r), 200, headers);
       }
 
@@ -42,7 +49,8 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
       const events = new MessageEvents(meta);
       return sseResponse(async (sink) => {
         try {
-          const send = (list: [string, Record<string, unknown>][]) => list.forEach(([e, d]) => sink.send(d, e));
+          const send = (list: [string, Record<string, unknown>][]) =>
+            list.forEach(([e, d]) => sink.send(d, e));
           send(events.start(job.promptTokens));
           for await (const p of job.pieces()) send(events.piece(p));
           const r = await job.result();

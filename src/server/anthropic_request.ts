@@ -22,7 +22,10 @@ export interface MessagesParams {
 const DROPPED = new Set(["thinking", "redacted_thinking"]);
 
 function unsupported(f: Fields, type: string): never {
-  throw new ValidationError(`${f.p("type")} "${type}" is not supported: this server reads text, tool_use and tool_result blocks`, f.p("type"));
+  throw new ValidationError(
+    `${f.p("type")} "${type}" is not supported: this server reads text, tool_use and tool_result blocks`,
+    f.p("type"),
+  );
 }
 
 /** Text of a string or an array of text blocks (tool_result content, system). */
@@ -30,7 +33,9 @@ function textOf(f: Fields, key: string): string {
   const v = f.raw(key);
   if (v === undefined || v === null) return "";
   if (typeof v === "string") return v;
-  if (!Array.isArray(v)) throw new ValidationError(`${f.p(key)} must be a string or an array of text blocks`, f.p(key));
+  if (!Array.isArray(v)) {
+    throw new ValidationError(`${f.p(key)} must be a string or an array of text blocks`, f.p(key));
+  }
   return v.map((b, i) => {
     const bf = Fields.of(b, `${f.p(key)}[${i}]`);
     const type = bf.string("type");
@@ -58,7 +63,11 @@ function readTurns(messages: unknown[]): Turn[] {
         const type = bf.string("type");
         if (type === "text") text += bf.string("text");
         else if (type === "tool_use") {
-          calls.push({ id: bf.string("id"), name: bf.string("name", { nonEmpty: true }), arguments: bf.object("input").o });
+          calls.push({
+            id: bf.string("id"),
+            name: bf.string("name", { nonEmpty: true }),
+            arguments: bf.object("input").o,
+          });
         } else if (!DROPPED.has(type)) unsupported(bf, type);
       });
       turns.push({ role, content: text, ...(calls.length ? { toolCalls: calls } : {}) });
@@ -77,7 +86,11 @@ function readTurns(messages: unknown[]): Turn[] {
       else if (type === "tool_result") {
         flush();
         const body = textOf(bf, "content");
-        turns.push({ role: "tool", toolCallId: bf.string("tool_use_id"), content: bf.optBool("is_error") ? `Error: ${body}` : body });
+        turns.push({
+          role: "tool",
+          toolCallId: bf.string("tool_use_id"),
+          content: bf.optBool("is_error") ? `Error: ${body}` : body,
+        });
       } else unsupported(bf, type);
     });
     flush();
@@ -92,12 +105,21 @@ function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice } {
     const tf = Fields.of(t, `tools[${i}]`);
     const type = tf.optString("type");
     if (type !== undefined && type !== "custom") {
-      throw new ValidationError(`${tf.p("type")} "${type}": built-in server tools are not supported; define a custom tool`, tf.p("type"));
+      throw new ValidationError(
+        `${tf.p("type")} "${type}": built-in server tools are not supported; define a custom tool`,
+        tf.p("type"),
+      );
     }
     const name = tf.string("name", { nonEmpty: true });
-    if (names.has(name)) throw new ValidationError(`tools[${i}]: duplicate tool name "${name}"`, tf.p("name"));
+    if (names.has(name)) {
+      throw new ValidationError(`tools[${i}]: duplicate tool name "${name}"`, tf.p("name"));
+    }
     names.add(name);
-    return { name, description: tf.optString("description"), parameters: readSchema(tf, "input_schema", true) };
+    return {
+      name,
+      description: tf.optString("description"),
+      parameters: readSchema(tf, "input_schema", true),
+    };
   });
   let toolChoice: ToolChoice = "auto";
   const tc = f.optObject("tool_choice");
@@ -107,10 +129,14 @@ function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice } {
     else if (type === "none") toolChoice = "none";
     else if (type === "tool") {
       const name = tc.string("name");
-      if (!names.has(name)) throw new ValidationError(`tool_choice names "${name}", which is not in tools`, "tool_choice.name");
+      if (!names.has(name)) {
+        throw new ValidationError(`tool_choice names "${name}", which is not in tools`, "tool_choice.name");
+      }
       toolChoice = { name };
     }
-    if ((type === "any" || type === "tool") && !tools.length) throw new ValidationError(`tool_choice "${type}" needs tools`, "tool_choice");
+    if ((type === "any" || type === "tool") && !tools.length) {
+      throw new ValidationError(`tool_choice "${type}" needs tools`, "tool_choice");
+    }
   }
   return { tools, toolChoice };
 }
@@ -128,7 +154,10 @@ export function readMessagesRequest(f: Fields): MessagesParams {
   const maxTokens = f.number("max_tokens", { integer: true, min: 1 });
   const spec = readPromptSpec(f);
   if (f.optObject("output_config")?.has("format")) {
-    throw new ValidationError("output_config.format (structured output) is not supported yet", "output_config.format");
+    throw new ValidationError(
+      "output_config.format (structured output) is not supported yet",
+      "output_config.format",
+    );
   }
   return {
     model,

@@ -26,7 +26,12 @@ export function stopReason(r: Finish, calls: number): { stop_reason: string; sto
 }
 
 function usage(input: number, output: number) {
-  return { input_tokens: input, output_tokens: output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  return {
+    input_tokens: input,
+    output_tokens: output,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+  };
 }
 
 /** The non-streamed message. Text pieces between calls merge into one text block. */
@@ -37,12 +42,22 @@ export function messageBody(meta: MessageMeta, pieces: ToolPiece[], r: Finish): 
     const last = content[content.length - 1];
     if (p.type === "call") {
       calls++;
-      content.push({ type: "tool_use", id: meta.callId(), name: p.call.name, input: JSON.parse(p.call.arguments) });
+      content.push({
+        type: "tool_use",
+        id: meta.callId(),
+        name: p.call.name,
+        input: JSON.parse(p.call.arguments),
+      });
     } else if (last?.type === "text") last.text += p.text;
     else content.push({ type: "text", text: p.text });
   }
   return {
-    id: meta.id, type: "message", role: "assistant", model: meta.model, content, ...stopReason(r, calls),
+    id: meta.id,
+    type: "message",
+    role: "assistant",
+    model: meta.model,
+    content,
+    ...stopReason(r, calls),
     usage: usage(r.promptTokens, r.completionTokens),
   };
 }
@@ -59,7 +74,13 @@ export class MessageEvents {
     return [["message_start", {
       type: "message_start",
       message: {
-        id: m.id, type: "message", role: "assistant", model: m.model, content: [], stop_reason: null, stop_sequence: null,
+        id: m.id,
+        type: "message",
+        role: "assistant",
+        model: m.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
         usage: usage(promptTokens, 0),
       },
     }]];
@@ -75,17 +96,33 @@ export class MessageEvents {
     if (p.type === "text") {
       if (!this.#textOpen) {
         this.#textOpen = true;
-        out.push(["content_block_start", { type: "content_block_start", index: ++this.#index, content_block: { type: "text", text: "" } }]);
+        out.push(["content_block_start", {
+          type: "content_block_start",
+          index: ++this.#index,
+          content_block: { type: "text", text: "" },
+        }]);
       }
-      out.push(["content_block_delta", { type: "content_block_delta", index: this.#index, delta: { type: "text_delta", text: p.text } }]);
+      out.push(["content_block_delta", {
+        type: "content_block_delta",
+        index: this.#index,
+        delta: { type: "text_delta", text: p.text },
+      }]);
       return out;
     }
     this.#closeText(out);
     this.#calls++;
     const index = ++this.#index;
     out.push(
-      ["content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: this.meta.callId(), name: p.call.name, input: {} } }],
-      ["content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: p.call.arguments } }],
+      ["content_block_start", {
+        type: "content_block_start",
+        index,
+        content_block: { type: "tool_use", id: this.meta.callId(), name: p.call.name, input: {} },
+      }],
+      ["content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "input_json_delta", partial_json: p.call.arguments },
+      }],
       ["content_block_stop", { type: "content_block_stop", index }],
     );
     return out;
@@ -95,7 +132,11 @@ export class MessageEvents {
     const out: WireEvent[] = [];
     this.#closeText(out);
     out.push(
-      ["message_delta", { type: "message_delta", delta: stopReason(r, this.#calls), usage: { output_tokens: r.completionTokens } }],
+      ["message_delta", {
+        type: "message_delta",
+        delta: stopReason(r, this.#calls),
+        usage: { output_tokens: r.completionTokens },
+      }],
       ["message_stop", { type: "message_stop" }],
     );
     return out;

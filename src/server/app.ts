@@ -16,8 +16,15 @@ import { Metrics } from "./metrics.ts";
 import { openaiRoutes } from "./openai.ts";
 
 const ROUTES = new Set([
-  "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/messages", "/v1/messages/count_tokens",
-  "/health", "/metrics", "/events", "/admin/load",
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/models",
+  "/v1/messages",
+  "/v1/messages/count_tokens",
+  "/health",
+  "/metrics",
+  "/events",
+  "/admin/load",
 ]);
 
 /** Constant-time string comparison (the key check must not leak its prefix through timing). */
@@ -58,12 +65,17 @@ export function healthBody(host: ModelHost): Record<string, unknown> {
   };
 }
 
-export async function createApp(host: ModelHost, config: ServerConfig): Promise<{ app: Hono; ctx: ServerCtx }> {
+export async function createApp(
+  host: ModelHost,
+  config: ServerConfig,
+): Promise<{ app: Hono; ctx: ServerCtx }> {
   const ctx: ServerCtx = { host, metrics: new Metrics(), config };
   const app = new Hono();
 
   app.onError((err, c) => errorResponse(err, c.req.path));
-  app.notFound((c) => errorResponse(new NotFoundError(`no route for ${c.req.method} ${c.req.path}`), c.req.path));
+  app.notFound((c) =>
+    errorResponse(new NotFoundError(`no route for ${c.req.method} ${c.req.path}`), c.req.path)
+  );
 
   app.use("*", async (c, next) => {
     await next();
@@ -73,15 +85,20 @@ export async function createApp(host: ModelHost, config: ServerConfig): Promise<
   app.use("*", async (c, next) => {
     if (config.apiKey && c.req.path !== "/health") {
       const key = presentedKey(c.req.raw);
-      if (key === null) throw new AuthenticationError("missing API key: send Authorization: Bearer KEY or x-api-key: KEY");
+      if (key === null) {
+        throw new AuthenticationError("missing API key: send Authorization: Bearer KEY or x-api-key: KEY");
+      }
       if (!sameKey(key, config.apiKey)) throw new AuthenticationError("invalid API key");
     }
     await next();
   });
 
   app.get("/health", (c) => c.json(healthBody(host)));
-  app.get("/metrics", (c) =>
-    c.body(ctx.metrics.render(host), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  app.get(
+    "/metrics",
+    (c) =>
+      c.body(ctx.metrics.render(host), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
+  );
   app.get("/events", (c) => eventsResponse(ctx, c.req.raw));
   app.route("/", openaiRoutes(ctx));
   app.route("/", anthropicRoutes(ctx));

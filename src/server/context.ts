@@ -27,7 +27,9 @@ export interface ServerCtx {
 }
 
 function globMatch(pattern: string, s: string): boolean {
-  const re = new RegExp("^" + pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
+  const re = new RegExp(
+    "^" + pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$",
+  );
   return re.test(s);
 }
 
@@ -48,7 +50,9 @@ export function checkModel(ctx: ServerCtx, served: Served, requested: string): v
 export async function withRequest<T>(
   ctx: ServerCtx,
   req: Request,
-  fn: (a: { body: Record<string, unknown>; served: Served; abort: AbortController; hold: () => () => void }) => Promise<T>,
+  fn: (
+    a: { body: Record<string, unknown>; served: Served; abort: AbortController; hold: () => () => void },
+  ) => Promise<T>,
 ): Promise<T> {
   const body = await readJsonBody(req, ctx.config.maxBodyBytes);
   const lease = await ctx.host.acquire();

@@ -12,18 +12,24 @@ export function flavorFor(path: string): Flavor {
   return path.startsWith("/v1/messages") ? "anthropic" : "openai";
 }
 
+/** A client error raised by the framework (Hono's HTTPException), keeping its status. */
+class HttpError extends FlintError {
+  override readonly status: number;
+  override readonly code = "invalid_request_error";
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /** Anything thrown, as a FlintError (unknown errors are internal: 500). */
 export function asFlintError(e: unknown): FlintError {
   if (e instanceof FlintError) return e;
-  // Hono's HTTPException and similar carry a status.
   const status = (e as any)?.status;
   if (typeof status === "number" && status >= 400 && status < 500) {
-    const err = new ValidationError((e as Error).message || `HTTP ${status}`);
-    Object.defineProperty(err, "status", { value: status });
-    return err;
+    return new HttpError(status, (e as Error).message || `HTTP ${status}`);
   }
-  const err = new FlintError(`internal error: ${(e as Error)?.message ?? String(e)}`, { cause: e });
-  return err;
+  return new FlintError(`internal error: ${(e as Error)?.message ?? String(e)}`, { cause: e });
 }
 
 const ANTHROPIC_TYPES: Record<number, string> = {

@@ -23,7 +23,9 @@ export interface JobSpec {
 /** The tokens the request may generate; refuses (never truncates) a prompt that does not fit. */
 export function budget(promptTokens: number, maxTokens: number | null, contextWindow: number): number {
   const want = maxTokens ?? contextWindow - promptTokens;
-  if (want < 1 || promptTokens + want > contextWindow) throw new ContextWindowError(promptTokens, maxTokens ?? 1, contextWindow);
+  if (want < 1 || promptTokens + want > contextWindow) {
+    throw new ContextWindowError(promptTokens, maxTokens ?? 1, contextWindow);
+  }
   return want;
 }
 
@@ -37,7 +39,13 @@ export class Job {
   constructor(served: Served, readonly spec: JobSpec, metrics: Metrics) {
     const ids = spec.prompt.ids;
     const maxTokens = budget(ids.length, spec.maxTokens, served.engine.contextWindow);
-    this.#gen = served.scheduler.submit({ prompt: ids, maxTokens, sampling: spec.sampling, stop: spec.stop, signal: spec.signal });
+    this.#gen = served.scheduler.submit({
+      prompt: ids,
+      maxTokens,
+      sampling: spec.sampling,
+      stop: spec.stop,
+      signal: spec.signal,
+    });
     this.id = this.#gen.id;
     this.promptTokens = ids.length;
     this.#metrics = metrics;
@@ -72,7 +80,9 @@ export function sampling(o: Partial<Omit<SamplingParams, "seed">> & { seed?: num
     topP: o.topP ?? 1,
     topK: o.topK ?? 0,
     minP: o.minP ?? 0,
-    seed: o.seed !== undefined ? Number(BigInt.asUintN(32, BigInt(o.seed))) : Math.floor(Math.random() * 2 ** 32),
+    seed: o.seed !== undefined
+      ? Number(BigInt.asUintN(32, BigInt(o.seed)))
+      : Math.floor(Math.random() * 2 ** 32),
     frequencyPenalty: o.frequencyPenalty ?? 0,
     presencePenalty: o.presencePenalty ?? 0,
   };

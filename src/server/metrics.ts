@@ -9,7 +9,9 @@ import type { ModelHost } from "./host.ts";
 type Labels = Record<string, string>;
 
 function labelText(l: Labels): string {
-  const parts = Object.entries(l).map(([k, v]) => `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`);
+  const parts = Object.entries(l).map(([k, v]) =>
+    `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
+  );
   return parts.length ? `{${parts.join(",")}}` : "";
 }
 
@@ -46,7 +48,11 @@ class Histogram {
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     this.bounds.forEach((b, i) => lines.push(`${this.name}_bucket{le="${b}"} ${this.#counts[i]}`));
-    lines.push(`${this.name}_bucket{le="+Inf"} ${this.#n}`, `${this.name}_sum ${this.#sum}`, `${this.name}_count ${this.#n}`);
+    lines.push(
+      `${this.name}_bucket{le="+Inf"} ${this.#n}`,
+      `${this.name}_sum ${this.#sum}`,
+      `${this.name}_count ${this.#n}`,
+    );
     return lines.join("\n");
   }
 }
@@ -64,10 +70,29 @@ export class Metrics {
   readonly generations = new Counter("flint_generations_total", "Finished generations by finish reason.");
   readonly promptTokens = new Counter("flint_prompt_tokens_total", "Prompt tokens of finished generations.");
   readonly completionTokens = new Counter("flint_completion_tokens_total", "Generated tokens.");
-  readonly ttft = new Histogram("flint_time_to_first_token_seconds", "Time from submit to the first token.",
-    [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]);
-  readonly prefill = new Histogram("flint_prefill_tokens_per_second", "Prompt tokens per second until the first token.", RATE_BUCKETS);
-  readonly decode = new Histogram("flint_decode_tokens_per_second", "Generated tokens per second after the first.", RATE_BUCKETS);
+  readonly ttft = new Histogram("flint_time_to_first_token_seconds", "Time from submit to the first token.", [
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+  ]);
+  readonly prefill = new Histogram(
+    "flint_prefill_tokens_per_second",
+    "Prompt tokens per second until the first token.",
+    RATE_BUCKETS,
+  );
+  readonly decode = new Histogram(
+    "flint_decode_tokens_per_second",
+    "Generated tokens per second after the first.",
+    RATE_BUCKETS,
+  );
 
   request(route: string, status: number): void {
     this.requests.inc({ route, status: String(status) });
@@ -102,9 +127,17 @@ export class Metrics {
       gauge("flint_queue_depth", "Requests waiting for a sequence slot.", [[m, scheduler.queued]]),
       gauge("flint_running_sequences", "Sequences being prefilled or decoded.", [[m, scheduler.running]]),
       gauge("flint_requests_in_flight", "HTTP requests holding the model.", [[m, host.inFlight]]),
-      gauge("flint_context_window_tokens", "Context window of the served model.", [[m, engine.contextWindow]]),
-      gauge("flint_gpu_memory_bytes", "GPU memory by category.",
-        (["weights", "kv", "activations", "staging", "params", "other"] as const).map((c) => [{ ...m, category: c }, mem[c]])),
+      gauge("flint_context_window_tokens", "Context window of the served model.", [[
+        m,
+        engine.contextWindow,
+      ]]),
+      gauge(
+        "flint_gpu_memory_bytes",
+        "GPU memory by category.",
+        (["weights", "kv", "activations", "staging", "params", "other"] as const).map((
+          c,
+        ) => [{ ...m, category: c }, mem[c]]),
+      ),
     ].join("\n") + "\n";
   }
 }

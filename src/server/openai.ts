@@ -4,14 +4,14 @@
  * @module
  */
 import { Hono } from "hono";
-import { ValidationError } from "../errors.ts";
+import { CancelledError, ValidationError } from "../errors.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
 import { asFlintError, errorBody } from "./errors.ts";
 import { Job, randomId } from "./job.ts";
 import { checkResponseFormat, readCommon, readMessages, readTools } from "./openai_request.ts";
 import { ChatChunker, chatCompletion, finishReason, usage } from "./openai_wire.ts";
-import { type RenderedPrompt, renderChat } from "./prompt.ts";
-import { type SseSink, sseResponse } from "./sse.ts";
+import { renderChat, type RenderedPrompt } from "./prompt.ts";
+import { sseResponse, type SseSink } from "./sse.ts";
 import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
 
@@ -25,42 +25,57 @@ function streamError(e: unknown, sink: SseSink): void {
 export function openaiRoutes(ctx: ServerCtx): Hono {
   const app = new Hono();
 
-  app.post("/v1/chat/completions", (c) =>
-    withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
-      const f = new Fields(body);
-      const common = readCommon(f, null);
-      checkModel(ctx, served, common.model);
-      const turns = readMessages(f);
-      const { tools, toolChoice } = readTools(f);
-      checkResponseFormat(f);
-      const prompt = renderChat(served.tokenizer, { turns, tools, toolChoice });
-      const job = new Job(served, { prompt, maxTokens: common.maxTokens, sampling: common.sampling, stop: common.stop, signal: abort.signal }, ctx.metrics);
-      const meta = { id: randomId("chatcmpl-"), created: now(), model: served.name, includeUsage: common.includeUsage, callId: () => randomId("call_") };
-      const headers = { "flint-sequence-id": String(job.id) };
+  app.post(
+    "/v1/chat/completions",
+    (c) =>
+      withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
+        const f = new Fields(body);
+        const common = readCommon(f, null);
+        checkModel(ctx, served, common.model);
+        const turns = readMessages(f);
+        const { tools, toolChoice } = readTools(f);
+        checkResponseFormat(f);
+        const prompt = renderChat(served.tokenizer, { turns, tools, toolChoice });
+        const job = new Job(served, {
+          prompt,
+          maxTokens: common.maxTokens,
+          sampling: common.sampling,
+          stop: common.stop,
+          signal: abort.signal,
+        }, ctx.metrics);
+        const meta = {
+          id: randomId("chatcmpl-"),
+          created: now(),
+          model: served.name,
+          includeUsage: common.includeUsage,
+          callId: () => randomId("call_"),
+        };
+        const headers = { "flint-sequence-id": String(job.id) };
 
-      if (!common.stream) {
-        const pieces: ToolPiece[] = [];
-        for await (const p of job.pieces()) pieces.push(p);
-        const r = await job.result();
-        if (r.finishReason === "cancelled") return c.body(null, 499 as any);
-        return c.json(chatCompletion(meta, pieces, r), 200, headers);
-      }
-
-      const release = hold();
-      const chunker = new ChatChunker(meta);
-      return sseResponse(async (sink) => {
-        try {
-          for (const x of chunker.start()) sink.send(x);
-          for await (const p of job.pieces()) for (const x of chunker.piece(p)) sink.send(x);
+        if (!common.stream) {
+          const pieces: ToolPiece[] = [];
+          for await (const p of job.pieces()) pieces.push(p);
           const r = await job.result();
-          if (r.finishReason === "cancelled") return;
-          for (const x of chunker.end(r)) sink.send(x);
-          sink.raw("data: [DONE]");
-        } finally {
-          release();
+          if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
+          return c.json(chatCompletion(meta, pieces, r), 200, headers);
         }
-      }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
-    }));
+
+        const release = hold();
+        const chunker = new ChatChunker(meta);
+        return sseResponse(async (sink) => {
+          try {
+            for (const x of chunker.start()) sink.send(x);
+            for await (const p of job.pieces()) for (const x of chunker.piece(p)) sink.send(x);
+            const r = await job.result();
+            if (r.finishReason === "cancelled") return;
+            for (const x of chunker.end(r)) sink.send(x);
+            sink.raw("data: [DONE]");
+          } finally {
+            release();
+          }
+        }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
+      }),
+  );
 
   app.post("/v1/completions", (c) =>
     withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
@@ -68,39 +83,82 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
       const common = readCommon(f, 16);
       checkModel(ctx, served, common.model);
       if (f.optBool("echo")) throw new ValidationError("echo is not supported", "echo");
-      if (f.has("suffix")) throw new ValidationError("suffix (fill-in-the-middle) is not supported", "suffix");
-      const prompt: RenderedPrompt = { ids: readPrompt(f, served.tokenizer.encode.bind(served.tokenizer)), forced: "", parseTools: false };
-      const job = new Job(served, { prompt, maxTokens: common.maxTokens, sampling: common.sampling, stop: common.stop, signal: abort.signal }, ctx.metrics);
+      if (f.has("suffix")) {
+        throw new ValidationError("suffix (fill-in-the-middle) is not supported", "suffix");
+      }
+      const prompt: RenderedPrompt = {
+        ids: readPrompt(f, served.tokenizer.encode.bind(served.tokenizer)),
+        forced: "",
+        parseTools: false,
+      };
+      const job = new Job(served, {
+        prompt,
+        maxTokens: common.maxTokens,
+        sampling: common.sampling,
+        stop: common.stop,
+        signal: abort.signal,
+      }, ctx.metrics);
       const id = randomId("cmpl-");
       const created = now();
       const model = served.name;
       const headers = { "flint-sequence-id": String(job.id) };
-      const choice = (text: string, finish: string | null) => ({ text, index: 0, logprobs: null, finish_reason: finish });
+      const choice = (text: string, finish: string | null) => ({
+        text,
+        index: 0,
+        logprobs: null,
+        finish_reason: finish,
+      });
 
       if (!common.stream) {
         let text = "";
         for await (const p of job.pieces()) if (p.type === "text") text += p.text;
         const r = await job.result();
-        if (r.finishReason === "cancelled") return c.body(null, 499 as any);
-        return c.json({
-          id, object: "text_completion", created, model, choices: [choice(text, finishReason(r, 0))], usage: usage(r),
-        }, 200, headers);
+        if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
+        return c.json(
+          {
+            id,
+            object: "text_completion",
+            created,
+            model,
+            choices: [choice(text, finishReason(r, 0))],
+            usage: usage(r),
+          },
+          200,
+          headers,
+        );
       }
       const release = hold();
       return sseResponse(async (sink) => {
         try {
           for await (const p of job.pieces()) {
-            if (p.type === "text") sink.send({ id, object: "text_completion", created, model, choices: [choice(p.text, null)] });
+            if (p.type === "text") {
+              sink.send({ id, object: "text_completion", created, model, choices: [choice(p.text, null)] });
+            }
           }
           const r = await job.result();
-          if (r.finishReason === "cancelled") return;
-          sink.send({ id, object: "text_completion", created, model, choices: [choice("", finishReason(r, 0))] });
-          if (common.includeUsage) sink.send({ id, object: "text_completion", created, model, choices: [], usage: usage(r) });
+          if (r.finishReason === "cancelled") {
+            return;
+          }
+          sink.send({
+            id,
+            object: "text_completion",
+            created,
+            model,
+            choices: [choice("", finishReason(r, 0))],
+          });
+          if (common.includeUsage) {
+            sink.send({ id, object: "text_completion", created, model, choices: [], usage: usage(r) });
+          }
           sink.raw("data: [DONE]");
         } finally {
           release();
         }
-      }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
+      }, {
+        abort,
+        onError: streamError,
+        ping: (s) => s.raw(": keep-alive"),
+        headers,
+      });
     }));
 
   app.get("/v1/models", (c) => {
@@ -112,7 +170,13 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
     }
     return c.json({
       object: "list",
-      data: [{ id: name, object: "model", created: 0, owned_by: "flint", context_window: engine.contextWindow }],
+      data: [{
+        id: name,
+        object: "model",
+        created: 0,
+        owned_by: "flint",
+        context_window: engine.contextWindow,
+      }],
     });
   });
 
@@ -128,11 +192,16 @@ function readPrompt(f: Fields, encode: (s: string) => number[]): number[] {
     return encode(v);
   }
   if (Array.isArray(v) && v.length && v.every((x) => typeof x === "number")) {
-    if (!v.every((x) => Number.isInteger(x) && x >= 0)) throw new ValidationError("prompt token ids must be non-negative integers", "prompt");
+    if (!v.every((x) => Number.isInteger(x) && x >= 0)) {
+      throw new ValidationError("prompt token ids must be non-negative integers", "prompt");
+    }
     return v as number[];
   }
   if (Array.isArray(v) && v.length > 1) {
-    throw new ValidationError("several prompts in one request are not supported; send one request per prompt", "prompt");
+    throw new ValidationError(
+      "several prompts in one request are not supported; send one request per prompt",
+      "prompt",
+    );
   }
   throw new ValidationError("prompt must be a non-empty string or an array of token ids", "prompt");
 }

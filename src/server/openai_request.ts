@@ -23,13 +23,19 @@ export interface CommonParams {
 export function readCommon(f: Fields, defaultMaxTokens: number | null): CommonParams {
   const model = f.string("model", { nonEmpty: true });
   const n = f.optNumber("n", { integer: true, min: 1 });
-  if (n !== undefined && n !== 1) throw new ValidationError(`n = ${n} is not supported: this server returns one choice per request`, "n");
+  if (n !== undefined && n !== 1) {
+    throw new ValidationError(`n = ${n} is not supported: this server returns one choice per request`, "n");
+  }
   const bestOf = f.optNumber("best_of", { integer: true, min: 1 });
-  if (bestOf !== undefined && bestOf !== 1) throw new ValidationError("best_of > 1 is not supported", "best_of");
+  if (bestOf !== undefined && bestOf !== 1) {
+    throw new ValidationError("best_of > 1 is not supported", "best_of");
+  }
   if (f.has("logprobs") && f.raw("logprobs") !== false && f.raw("logprobs") !== 0) {
     throw new ValidationError("logprobs are not supported by this server", "logprobs");
   }
-  if (f.optNumber("top_logprobs", { integer: true, min: 0 })) throw new ValidationError("top_logprobs is not supported", "top_logprobs");
+  if (f.optNumber("top_logprobs", { integer: true, min: 0 })) {
+    throw new ValidationError("top_logprobs is not supported", "top_logprobs");
+  }
   const stream = f.optBool("stream") ?? false;
   const so = f.optObject("stream_options");
   const maxTokens = f.optNumber("max_completion_tokens", { integer: true, min: 1 }) ??
@@ -61,12 +67,17 @@ function readText(f: Fields, key: string, nullable: boolean): string {
     throw new ValidationError(`${f.p(key)} is required`, f.p(key));
   }
   if (typeof v === "string") return v;
-  if (!Array.isArray(v)) throw new ValidationError(`${f.p(key)} must be a string or an array of content parts`, f.p(key));
+  if (!Array.isArray(v)) {
+    throw new ValidationError(`${f.p(key)} must be a string or an array of content parts`, f.p(key));
+  }
   return v.map((part, i) => {
     const pf = Fields.of(part, `${f.p(key)}[${i}]`);
     const type = pf.string("type");
     if (type !== "text" && type !== "input_text") {
-      throw new ValidationError(`${pf.p("type")} "${type}" is not supported: this model reads text only`, pf.p("type"));
+      throw new ValidationError(
+        `${pf.p("type")} "${type}" is not supported: this model reads text only`,
+        pf.p("type"),
+      );
     }
     return pf.string("text");
   }).join("");
@@ -86,7 +97,10 @@ export function readMessages(f: Fields): Turn[] {
   return f.array("messages", { nonEmpty: true }).map((m, i): Turn => {
     const mf = Fields.of(m, `messages[${i}]`);
     const role = mf.oneOf("role", ROLES);
-    const turn: Turn = { role: role === "developer" ? "system" : role, content: readText(mf, "content", role === "assistant") };
+    const turn: Turn = {
+      role: role === "developer" ? "system" : role,
+      content: readText(mf, "content", role === "assistant"),
+    };
     const name = mf.optString("name");
     if (name !== undefined) turn.name = name;
     if (role === "tool") turn.toolCallId = mf.optString("tool_call_id");
@@ -120,7 +134,12 @@ export function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice
   });
   const names = new Set<string>();
   for (const [i, t] of tools.entries()) {
-    if (names.has(t.name)) throw new ValidationError(`tools[${i}]: duplicate function name "${t.name}"`, `tools[${i}].function.name`);
+    if (names.has(t.name)) {
+      throw new ValidationError(
+        `tools[${i}]: duplicate function name "${t.name}"`,
+        `tools[${i}].function.name`,
+      );
+    }
     names.add(t.name);
   }
   let toolChoice: ToolChoice = "auto";
@@ -136,7 +155,9 @@ export function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice
   if (typeof toolChoice === "object" && !names.has(toolChoice.name)) {
     throw new ValidationError(`tool_choice names "${toolChoice.name}", which is not in tools`, "tool_choice");
   }
-  if (toolChoice === "required" && !tools.length) throw new ValidationError(`tool_choice "required" needs tools`, "tool_choice");
+  if (toolChoice === "required" && !tools.length) {
+    throw new ValidationError(`tool_choice "required" needs tools`, "tool_choice");
+  }
   return { tools, toolChoice };
 }
 
@@ -144,6 +165,9 @@ export function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice
 export function checkResponseFormat(f: Fields): void {
   const rf = f.optObject("response_format");
   if (rf && rf.string("type") !== "text") {
-    throw new ValidationError(`response_format "${rf.string("type")}" is not supported yet; only "text"`, "response_format");
+    throw new ValidationError(
+      `response_format "${rf.string("type")}" is not supported yet; only "text"`,
+      "response_format",
+    );
   }
 }

@@ -24,7 +24,11 @@ export interface Finish {
 }
 
 export function usage(r: Finish) {
-  return { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens };
+  return {
+    prompt_tokens: r.promptTokens,
+    completion_tokens: r.completionTokens,
+    total_tokens: r.promptTokens + r.completionTokens,
+  };
 }
 
 export function finishReason(r: Finish, calls: number): string {
@@ -38,13 +42,25 @@ export function chatCompletion(meta: ChatMeta, pieces: ToolPiece[], r: Finish): 
   const tool_calls = [];
   for (const p of pieces) {
     if (p.type === "text") text += p.text;
-    else tool_calls.push({ id: meta.callId(), type: "function", function: { name: p.call.name, arguments: p.call.arguments } });
+    else {tool_calls.push({
+        id: meta.callId(),
+        type: "function",
+        function: { name: p.call.name, arguments: p.call.arguments },
+      });}
   }
   return {
-    id: meta.id, object: "chat.completion", created: meta.created, model: meta.model, system_fingerprint: "flint",
+    id: meta.id,
+    object: "chat.completion",
+    created: meta.created,
+    model: meta.model,
+    system_fingerprint: "flint",
     choices: [{
       index: 0,
-      message: { role: "assistant", content: tool_calls.length && !text ? null : text, ...(tool_calls.length ? { tool_calls } : {}) },
+      message: {
+        role: "assistant",
+        content: tool_calls.length && !text ? null : text,
+        ...(tool_calls.length ? { tool_calls } : {}),
+      },
       logprobs: null,
       finish_reason: finishReason(r, tool_calls.length),
     }],
@@ -60,7 +76,11 @@ export class ChatChunker {
   #chunk(delta: Record<string, unknown>, finish: string | null): Record<string, unknown> {
     const m = this.meta;
     return {
-      id: m.id, object: "chat.completion.chunk", created: m.created, model: m.model, system_fingerprint: "flint",
+      id: m.id,
+      object: "chat.completion.chunk",
+      created: m.created,
+      model: m.model,
+      system_fingerprint: "flint",
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       ...(m.includeUsage ? { usage: null } : {}),
     };
@@ -75,7 +95,14 @@ export class ChatChunker {
     if (p.type === "text") return [this.#chunk({ content: p.text }, null)];
     const index = this.#calls++;
     return [
-      this.#chunk({ tool_calls: [{ index, id: this.meta.callId(), type: "function", function: { name: p.call.name, arguments: "" } }] }, null),
+      this.#chunk({
+        tool_calls: [{
+          index,
+          id: this.meta.callId(),
+          type: "function",
+          function: { name: p.call.name, arguments: "" },
+        }],
+      }, null),
       this.#chunk({ tool_calls: [{ index, function: { arguments: p.call.arguments } }] }, null),
     ];
   }
@@ -84,7 +111,15 @@ export class ChatChunker {
     const m = this.meta;
     const out = [this.#chunk({}, finishReason(r, this.#calls))];
     if (m.includeUsage) {
-      out.push({ id: m.id, object: "chat.completion.chunk", created: m.created, model: m.model, system_fingerprint: "flint", choices: [], usage: usage(r) });
+      out.push({
+        id: m.id,
+        object: "chat.completion.chunk",
+        created: m.created,
+        model: m.model,
+        system_fingerprint: "flint",
+        choices: [],
+        usage: usage(r),
+      });
     }
     return out;
   }

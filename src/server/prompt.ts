@@ -60,7 +60,10 @@ export function templateCaps(tok: Tokenizer): TemplateCaps {
     let tools = false;
     try {
       const text = tok.applyChatTemplate([{ role: "user", content: "hi" }], {
-        tools: [{ type: "function", function: { name: probe, description: "", parameters: { type: "object", properties: {} } } }],
+        tools: [{
+          type: "function",
+          function: { name: probe, description: "", parameters: { type: "object", properties: {} } },
+        }],
       });
       tools = text.includes(probe);
     } catch {
@@ -77,25 +80,36 @@ export function hermesToolPrompt(tools: ToolDef[]): string {
   const sigs = tools.map((t) =>
     JSON.stringify({
       type: "function",
-      function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters },
+      function: {
+        name: t.name,
+        ...(t.description ? { description: t.description } : {}),
+        parameters: t.parameters,
+      },
     })
   );
   return "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" + sigs.join("\n") +
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" +
+    sigs.join("\n") +
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments within " +
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n" + '{"name": <function-name>, "arguments": <args-json-object>}' +
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n" +
+    '{"name": <function-name>, "arguments": <args-json-object>}' +
     "\n</tool_call>";
 }
 
 /** Messages in the template's vocabulary: native tool fields, or Hermes text. */
-export function templateMessages(spec: PromptSpec, native: boolean): { messages: ChatMessage[]; tools?: unknown[] } {
+export function templateMessages(
+  spec: PromptSpec,
+  native: boolean,
+): { messages: ChatMessage[]; tools?: unknown[] } {
   const offerTools = spec.toolChoice !== "none" && spec.tools.length > 0;
   if (native) {
     const messages = spec.turns.map((t): ChatMessage => {
       const m: ChatMessage = { role: t.role, content: t.content };
       if (t.toolCalls?.length) {
         m.tool_calls = t.toolCalls.map((c) => ({
-          id: c.id, type: "function", function: { name: c.name, arguments: c.arguments },
+          id: c.id,
+          type: "function",
+          function: { name: c.name, arguments: c.arguments },
         }));
       }
       if (t.toolCallId !== undefined) m.tool_call_id = t.toolCallId;
@@ -103,20 +117,25 @@ export function templateMessages(spec: PromptSpec, native: boolean): { messages:
       return m;
     });
     const tools = offerTools
-      ? spec.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description ?? "", parameters: t.parameters } }))
+      ? spec.tools.map((t) => ({
+        type: "function",
+        function: { name: t.name, description: t.description ?? "", parameters: t.parameters },
+      }))
       : undefined;
     return { messages, tools };
   }
   const messages: ChatMessage[] = [];
+  let prevTool = false;
   for (const t of spec.turns) {
     if (t.role === "tool") {
       // Consecutive results share one user turn, as in the Qwen2.5 template.
       const block = `<tool_response>\n${t.content}\n</tool_response>`;
-      const prev = messages[messages.length - 1];
-      if (prev?.role === "user" && (prev as any).__toolResponses) prev.content += "\n" + block;
-      else messages.push({ role: "user", content: block, __toolResponses: true });
+      if (prevTool) messages[messages.length - 1].content += "\n" + block;
+      else messages.push({ role: "user", content: block });
+      prevTool = true;
       continue;
     }
+    prevTool = false;
     let content = t.content;
     if (t.toolCalls?.length) {
       const calls = t.toolCalls.map((c) => formatCall(c.name, c.arguments)).join("\n");
@@ -124,7 +143,6 @@ export function templateMessages(spec: PromptSpec, native: boolean): { messages:
     }
     messages.push({ role: t.role, content });
   }
-  for (const m of messages) delete m.__toolResponses;
   if (offerTools) {
     const sys = hermesToolPrompt(spec.tools);
     if (messages[0]?.role === "system") messages[0].content = `${messages[0].content}\n\n${sys}`;

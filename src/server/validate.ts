@@ -10,7 +10,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 /** Reads a JSON object body of at most `limit` bytes. */
 export async function readJsonBody(req: Request, limit: number): Promise<Record<string, unknown>> {
   const declared = Number(req.headers.get("content-length") ?? NaN);
-  if (declared > limit) throw new PayloadTooLargeError(`request body of ${declared} bytes is over the ${limit}-byte limit`);
+  if (declared > limit) {
+    throw new PayloadTooLargeError(`request body of ${declared} bytes is over the ${limit}-byte limit`);
+  }
   if (!req.body) throw new ValidationError("the request body is empty; expected a JSON object");
   const parts: Uint8Array[] = [];
   let size = 0;
@@ -93,10 +95,16 @@ export class Fields {
 
   number(key: string, opts: { min?: number; max?: number; integer?: boolean } = {}): number {
     const v = this.o[key];
-    if (typeof v !== "number" || !Number.isFinite(v)) this.#bad(key, opts.integer ? "an integer" : "a number");
+    if (typeof v !== "number" || !Number.isFinite(v)) {
+      this.#bad(key, opts.integer ? "an integer" : "a number");
+    }
     if (opts.integer && !Number.isInteger(v)) this.#bad(key, "an integer");
     if ((opts.min !== undefined && v < opts.min) || (opts.max !== undefined && v > opts.max)) {
-      const range = opts.max === undefined ? `≥ ${opts.min}` : opts.min === undefined ? `≤ ${opts.max}` : `in [${opts.min}, ${opts.max}]`;
+      const range = opts.max === undefined
+        ? `≥ ${opts.min}`
+        : opts.min === undefined
+        ? `≤ ${opts.max}`
+        : `in [${opts.min}, ${opts.max}]`;
       throw new ValidationError(`${this.p(key)} must be ${range}, got ${v}`, this.p(key));
     }
     return v;
@@ -115,7 +123,9 @@ export class Fields {
   array(key: string, opts: { nonEmpty?: boolean } = {}): unknown[] {
     const v = this.o[key];
     if (!Array.isArray(v)) this.#bad(key, "an array");
-    if (opts.nonEmpty && !v.length) throw new ValidationError(`${this.p(key)} must not be empty`, this.p(key));
+    if (opts.nonEmpty && !v.length) {
+      throw new ValidationError(`${this.p(key)} must not be empty`, this.p(key));
+    }
     return v;
   }
   optArray(key: string): unknown[] | undefined {
@@ -132,7 +142,10 @@ export class Fields {
   oneOf<T extends string>(key: string, values: readonly T[]): T {
     const v = this.string(key);
     if (!values.includes(v as T)) {
-      throw new ValidationError(`${this.p(key)} must be one of ${values.map((x) => `"${x}"`).join(", ")}, got "${v}"`, this.p(key));
+      throw new ValidationError(
+        `${this.p(key)} must be one of ${values.map((x) => `"${x}"`).join(", ")}, got "${v}"`,
+        this.p(key),
+      );
     }
     return v as T;
   }
@@ -144,9 +157,13 @@ export function readStops(f: Fields, key: string, max = 16): string[] {
   const v = f.raw(key);
   const list = typeof v === "string" ? [v] : Array.isArray(v) ? v : null;
   if (!list) throw new ValidationError(`${f.p(key)} must be a string or an array of strings`, f.p(key));
-  if (list.length > max) throw new ValidationError(`${f.p(key)} has ${list.length} entries; at most ${max}`, f.p(key));
+  if (list.length > max) {
+    throw new ValidationError(`${f.p(key)} has ${list.length} entries; at most ${max}`, f.p(key));
+  }
   for (const [i, s] of list.entries()) {
-    if (typeof s !== "string" || !s) throw new ValidationError(`${f.p(key)}[${i}] must be a non-empty string`, `${f.p(key)}[${i}]`);
+    if (typeof s !== "string" || !s) {
+      throw new ValidationError(`${f.p(key)}[${i}] must be a non-empty string`, `${f.p(key)}[${i}]`);
+    }
   }
   return list as string[];
 }
@@ -158,9 +175,14 @@ export function readSchema(f: Fields, key: string, required: boolean): Record<st
     return { type: "object", properties: {} };
   }
   const v = f.raw(key);
-  if (!isObject(v)) throw new ValidationError(`${f.p(key)} must be a JSON Schema object, got ${typeName(v)}`, f.p(key));
+  if (!isObject(v)) {
+    throw new ValidationError(`${f.p(key)} must be a JSON Schema object, got ${typeName(v)}`, f.p(key));
+  }
   if (v.type !== undefined && v.type !== "object") {
-    throw new ValidationError(`${f.p(key)}.type must be "object" (tool arguments are an object), got ${JSON.stringify(v.type)}`, f.p(key));
+    throw new ValidationError(
+      `${f.p(key)}.type must be "object" (tool arguments are an object), got ${JSON.stringify(v.type)}`,
+      f.p(key),
+    );
   }
   return v;
 }

@@ -32,7 +32,11 @@ async function streamChat(content: string): Promise<{ text: string; usage: any }
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
-      model: MODEL, messages: [{ role: "user", content }], max_tokens: 16, temperature: 0, stream: true,
+      model: MODEL,
+      messages: [{ role: "user", content }],
+      max_tokens: 16,
+      temperature: 0,
+      stream: true,
       stream_options: { include_usage: true },
     }),
   });

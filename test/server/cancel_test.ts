@@ -55,7 +55,8 @@ function chat(content: string, extra: Record<string, unknown>, signal: AbortSign
   });
 }
 
-const idle = (h: any) => h.kv.used_pages === baseline && h.running === 0 && h.queue_depth === 0 && h.in_flight === 0;
+const idle = (h: any) =>
+  h.kv.used_pages === baseline && h.running === 0 && h.queue_depth === 0 && h.in_flight === 0;
 
 beforeAll(async () => {
   server = await startServer(["--context-window", "1024", "--max-batch", "2", "--prefill-chunk", "16"]);

@@ -18,7 +18,16 @@ beforeAll(async () => {
   await Deno.symlink(DEFAULT_MODEL, `${modelsDir}/${MODEL}`);
   await Deno.mkdir(`${modelsDir}/broken`);
   await Deno.writeTextFile(`${modelsDir}/broken/config.json`, "{ this is not json");
-  server = await startServer(["--context-window", "1024", "--max-batch", "2", "--prefill-chunk", "32", "--models-dir", modelsDir]);
+  server = await startServer([
+    "--context-window",
+    "1024",
+    "--max-batch",
+    "2",
+    "--prefill-chunk",
+    "32",
+    "--models-dir",
+    modelsDir,
+  ]);
 });
 afterAll(async () => {
   await server?.stop();
@@ -27,11 +36,19 @@ afterAll(async () => {
 
 function post(path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
   return fetch(`${server.url}${path}`, {
-    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal,
   });
 }
 const chat = (content: string, max_tokens: number) =>
-  post("/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content }], max_tokens, temperature: 0 });
+  post("/v1/chat/completions", {
+    model: MODEL,
+    messages: [{ role: "user", content }],
+    max_tokens,
+    temperature: 0,
+  });
 
 describe("observability", () => {
   test("/events shows prefill progress chunk by chunk for a long prompt", async () => {
@@ -42,7 +59,9 @@ describe("observability", () => {
     for await (const e of sseEvents(res)) {
       const x = JSON.parse(e.data);
       events.push(x);
-      if (x.type === "ready") sent = chat(Array.from({ length: 12 }, (_, i) => `x${i} = ${i} * ${i}`).join("\n"), 2);
+      if (x.type === "ready") {
+        sent = chat(Array.from({ length: 12 }, (_, i) => `x${i} = ${i} * ${i}`).join("\n"), 2);
+      }
       if (x.type === "finish") break;
     }
     ac.abort();
@@ -66,9 +85,14 @@ describe("observability", () => {
     const byName = new Map(families.map((f: any) => [f.name, f]));
     for (
       const [name, type] of [
-        ["flint_requests_total", "COUNTER"], ["flint_prompt_tokens_total", "COUNTER"], ["flint_completion_tokens_total", "COUNTER"],
-        ["flint_time_to_first_token_seconds", "HISTOGRAM"], ["flint_prefill_tokens_per_second", "HISTOGRAM"],
-        ["flint_decode_tokens_per_second", "HISTOGRAM"], ["flint_kv_pages_used", "GAUGE"], ["flint_queue_depth", "GAUGE"],
+        ["flint_requests_total", "COUNTER"],
+        ["flint_prompt_tokens_total", "COUNTER"],
+        ["flint_completion_tokens_total", "COUNTER"],
+        ["flint_time_to_first_token_seconds", "HISTOGRAM"],
+        ["flint_prefill_tokens_per_second", "HISTOGRAM"],
+        ["flint_decode_tokens_per_second", "HISTOGRAM"],
+        ["flint_kv_pages_used", "GAUGE"],
+        ["flint_queue_depth", "GAUGE"],
       ]
     ) expect((byName.get(name) as any)?.type, name).toBe(type);
     const chatReqs = (byName.get("flint_requests_total") as any).metrics
@@ -76,12 +100,19 @@ describe("observability", () => {
     expect(Number(chatReqs[0].value)).toBeGreaterThanOrEqual(1);
     const ttft = (byName.get("flint_time_to_first_token_seconds") as any).metrics[0];
     expect(Number(ttft.count)).toBeGreaterThanOrEqual(1);
-    expect(Number((byName.get("flint_completion_tokens_total") as any).metrics[0].value)).toBeGreaterThanOrEqual(2);
+    expect(Number((byName.get("flint_completion_tokens_total") as any).metrics[0].value))
+      .toBeGreaterThanOrEqual(2);
   });
 
   test("/health reports model, window, KV, queue and cpu_split", async () => {
     const h = await health(server.url);
-    expect(h).toMatchObject({ status: "ok", model: MODEL, context_window: 1024, queue_depth: 0, cpu_split: null });
+    expect(h).toMatchObject({
+      status: "ok",
+      model: MODEL,
+      context_window: 1024,
+      queue_depth: 0,
+      cpu_split: null,
+    });
     expect(h.kv.used_pages).toBe(0);
     expect(h.kv.total_pages).toBeGreaterThan(0);
   });
@@ -123,6 +154,8 @@ describe("/admin/load", () => {
   });
 
   test("names outside the models directory are refused", async () => {
-    for (const model of ["../", "/etc", "a/../../x"]) expect((await post("/admin/load", { model })).status).toBe(403);
+    for (const model of ["../", "/etc", "a/../../x"]) {
+      expect((await post("/admin/load", { model })).status).toBe(403);
+    }
   });
 });

@@ -16,7 +16,11 @@ const NEAR_TIE = 0.05;
 
 let engine: Engine;
 beforeAll(async () => {
-  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 256, maxBatch: 2, logitRows: 128 });
+  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+    contextWindow: 256,
+    maxBatch: 2,
+    logitRows: 128,
+  });
 });
 afterAll(() => engine?.destroy());
 
@@ -40,13 +44,20 @@ function top2(row: ArrayLike<number>): { ids: number[]; gap: number } {
 describe("frequency and presence penalties", () => {
   test("greedy tokens match the CPU-penalised argmax, and the penalty changes the output", async () => {
     const tok = engine.tokenizer!;
-    const prompt = tok.encode(tok.applyChatTemplate([{ role: "user", content: "Write a python class for a bank account." }]));
+    const prompt = tok.encode(
+      tok.applyChatTemplate([{ role: "user", content: "Write a python class for a bank account." }]),
+    );
     const freq = 1.2, pres = 0.6;
     const sched = new Scheduler(engine);
     const plain = await sched.submit({ prompt, maxTokens: 24, sampling: GREEDY }).result;
-    const pen = await sched.submit({ prompt, maxTokens: 24, sampling: { ...GREEDY, frequencyPenalty: freq, presencePenalty: pres } }).result;
+    const pen = await sched.submit({
+      prompt,
+      maxTokens: 24,
+      sampling: { ...GREEDY, frequencyPenalty: freq, presencePenalty: pres },
+    }).result;
     await sched.close();
-    expect(pen.tokenIds.length, JSON.stringify({ ...pen, error: pen.error?.message, plain: plain.text })).toBeGreaterThan(4);
+    expect(pen.tokenIds.length, JSON.stringify({ ...pen, error: pen.error?.message, plain: plain.text }))
+      .toBeGreaterThan(4);
     expect(pen.tokenIds).not.toEqual(plain.tokenIds);
 
     const seq = [...prompt, ...pen.tokenIds];
@@ -60,7 +71,9 @@ describe("frequency and presence penalties", () => {
       const want = top2(ref);
       if (top2(raw).ids[0] !== want.ids[0]) changed++;
       if (pen.tokenIds[i] !== want.ids[0]) {
-        expect(want.gap, `step ${i}: got ${pen.tokenIds[i]}, reference ${want.ids[0]}`).toBeLessThan(NEAR_TIE);
+        expect(want.gap, `step ${i}: got ${pen.tokenIds[i]}, reference ${want.ids[0]}`).toBeLessThan(
+          NEAR_TIE,
+        );
         expect(want.ids).toContain(pen.tokenIds[i]);
       }
     }

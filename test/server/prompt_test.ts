@@ -22,7 +22,11 @@ const weather: ToolDef = {
 const history: Turn[] = [
   { role: "system", content: "You are terse." },
   { role: "user", content: "Weather in Paris?" },
-  { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] },
+  {
+    role: "assistant",
+    content: "",
+    toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }],
+  },
   { role: "tool", toolCallId: "call_1", content: '{"temp": 21}' },
   { role: "tool", toolCallId: "call_2", content: '{"temp": 22}' },
 ];
@@ -38,7 +42,10 @@ describe("chat prompts", () => {
     expect(text).toBe(
       "<|im_start|>system\nYou are terse.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" +
-        JSON.stringify({ type: "function", function: { name: "get_weather", description: weather.description, parameters: weather.parameters } }) +
+        JSON.stringify({
+          type: "function",
+          function: { name: "get_weather", description: weather.description, parameters: weather.parameters },
+        }) +
         "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n" +
         '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' +
         "<|im_start|>user\nWeather in Paris?<|im_end|>\n" +
@@ -54,7 +61,11 @@ describe("chat prompts", () => {
     const none = renderChat(tok, { turns: history.slice(0, 2), tools: [weather], toolChoice: "none" });
     expect(tok.decode(none.ids, false)).not.toContain("# Tools");
     expect(none.parseTools).toBe(false);
-    const named = renderChat(tok, { turns: history.slice(0, 2), tools: [weather], toolChoice: { name: "get_weather" } });
+    const named = renderChat(tok, {
+      turns: history.slice(0, 2),
+      tools: [weather],
+      toolChoice: { name: "get_weather" },
+    });
     expect(named.forced).toBe('<tool_call>\n{"name": "get_weather", "arguments": ');
     expect(tok.decode(named.ids, false).endsWith("<|im_start|>assistant\n" + named.forced)).toBe(true);
   });

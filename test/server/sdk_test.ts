@@ -43,7 +43,12 @@ describe("openai SDK", () => {
   const messages = [{ role: "user" as const, content: "Write a python function that adds two numbers." }];
 
   test("chat: streaming gives the same text and usage as non-streaming", async () => {
-    const full = await openai.chat.completions.create({ model: MODEL, messages, max_tokens: 12, temperature: 0 });
+    const full = await openai.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+    });
     expect(full.object).toBe("chat.completion");
     expect(full.choices[0].finish_reason).toBe("length");
     expect(full.usage!.completion_tokens).toBe(12);
@@ -51,7 +56,12 @@ describe("openai SDK", () => {
     expect(full.choices[0].message.content!.length).toBeGreaterThan(0);
 
     const stream = await openai.chat.completions.create({
-      model: MODEL, messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true },
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     let text = "";
     let finish: string | null = null;
@@ -69,10 +79,21 @@ describe("openai SDK", () => {
   });
 
   test("stop sequences end the text before the stop string", async () => {
-    const full = await openai.chat.completions.create({ model: MODEL, messages, max_tokens: 12, temperature: 0 });
+    const full = await openai.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+    });
     const text = full.choices[0].message.content!;
     const stop = text.slice(4, 7);
-    const cut = await openai.chat.completions.create({ model: MODEL, messages, max_tokens: 12, temperature: 0, stop: [stop] });
+    const cut = await openai.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+      stop: [stop],
+    });
     expect(cut.choices[0].message.content).toBe(text.slice(0, text.indexOf(stop)));
     expect(cut.choices[0].finish_reason).toBe("stop");
   });
@@ -81,23 +102,44 @@ describe("openai SDK", () => {
     const history: OpenAI.ChatCompletionMessageParam[] = [
       { role: "user", content: "What is the weather in Paris?" },
       {
-        role: "assistant", content: null,
-        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }],
+        role: "assistant",
+        content: null,
+        tool_calls: [{
+          id: "call_1",
+          type: "function",
+          function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+        }],
       },
       { role: "tool", tool_call_id: "call_1", content: '{"temp_c": 21}' },
     ];
-    const r = await openai.chat.completions.create({ model: MODEL, messages: history, tools: [weatherTool], max_tokens: 8, temperature: 0 });
+    const r = await openai.chat.completions.create({
+      model: MODEL,
+      messages: history,
+      tools: [weatherTool],
+      max_tokens: 8,
+      temperature: 0,
+    });
     const expected = renderChat(tok, {
       turns: [
         { role: "user", content: "What is the weather in Paris?" },
-        { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] },
+        {
+          role: "assistant",
+          content: "",
+          toolCalls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }],
+        },
         { role: "tool", toolCallId: "call_1", content: '{"temp_c": 21}' },
       ],
-      tools: [{ name: "get_weather", description: weatherTool.function.description, parameters: weatherTool.function.parameters }],
+      tools: [{
+        name: "get_weather",
+        description: weatherTool.function.description,
+        parameters: weatherTool.function.parameters,
+      }],
       toolChoice: "auto",
     });
     const prompt = tok.decode(expected.ids, false);
-    expect(prompt).toContain('<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call>');
+    expect(prompt).toContain(
+      '<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call>',
+    );
     expect(prompt).toContain('<tool_response>\n{"temp_c": 21}\n</tool_response>');
     expect(r.usage!.prompt_tokens).toBe(expected.ids.length);
     expect(["stop", "length", "tool_calls"]).toContain(r.choices[0].finish_reason);
@@ -105,7 +147,10 @@ describe("openai SDK", () => {
 
   test("forced tool_choice: the streamed tool_calls deltas assemble to the non-streamed message", async () => {
     const req = {
-      model: MODEL, max_tokens: 24, temperature: 0, tools: [weatherTool],
+      model: MODEL,
+      max_tokens: 24,
+      temperature: 0,
+      tools: [weatherTool],
       tool_choice: { type: "function" as const, function: { name: "get_weather" } },
       messages: [{ role: "user" as const, content: "Weather in Paris?" }],
     };
@@ -124,26 +169,43 @@ describe("openai SDK", () => {
       }
     }
     expect(content).toBe(msg.content ?? "");
-    expect(calls).toEqual((msg.tool_calls ?? []).map((c: any) => ({ name: c.function.name, arguments: c.function.arguments })));
+    expect(calls).toEqual(
+      (msg.tool_calls ?? []).map((c: any) => ({ name: c.function.name, arguments: c.function.arguments })),
+    );
     // Either the model completed the call it was started on, or the unparsable text came back as content.
     if (msg.tool_calls?.length) expect((msg.tool_calls[0] as any).function.name).toBe("get_weather");
     else expect(msg.content!.startsWith('<tool_call>\n{"name": "get_weather", "arguments": ')).toBe(true);
   });
 
   test("completions and models", async () => {
-    const c = await openai.completions.create({ model: MODEL, prompt: "def add(a, b):", max_tokens: 6, temperature: 0 });
+    const c = await openai.completions.create({
+      model: MODEL,
+      prompt: "def add(a, b):",
+      max_tokens: 6,
+      temperature: 0,
+    });
     expect(c.object).toBe("text_completion");
-    expect(c.usage).toEqual({ prompt_tokens: tok.encode("def add(a, b):").length, completion_tokens: 6, total_tokens: tok.encode("def add(a, b):").length + 6 });
+    expect(c.usage).toEqual({
+      prompt_tokens: tok.encode("def add(a, b):").length,
+      completion_tokens: 6,
+      total_tokens: tok.encode("def add(a, b):").length + 6,
+    });
     const models = await openai.models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
   });
 
   test("errors are the SDK's typed errors", async () => {
     const long = "word ".repeat(600);
-    const e1 = await openai.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: long }], max_tokens: 8 }).catch((e) => e);
+    const e1 = await openai.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: long }],
+      max_tokens: 8,
+    }).catch((e) => e);
     expect(e1).toBeInstanceOf(OpenAI.BadRequestError);
     expect(e1.code).toBe("context_length_exceeded");
-    const e2 = await openai.chat.completions.create({ model: "gpt-nope", messages, max_tokens: 4 }).catch((e) => e);
+    const e2 = await openai.chat.completions.create({ model: "gpt-nope", messages, max_tokens: 4 }).catch((
+      e,
+    ) => e);
     expect(e2).toBeInstanceOf(OpenAI.NotFoundError);
     const e3 = await openai.chat.completions.create({ model: MODEL, messages, n: 2 }).catch((e) => e);
     expect(e3).toBeInstanceOf(OpenAI.BadRequestError);
@@ -157,18 +219,29 @@ describe("openai SDK", () => {
 const greedy = <T extends object>(p: T): T => ({ ...p, temperature: 0 });
 
 describe("anthropic SDK", () => {
-  const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Write a python function that adds two numbers." }];
+  const messages: Anthropic.MessageParam[] = [{
+    role: "user",
+    content: "Write a python function that adds two numbers.",
+  }];
 
   test("messages: streaming gives the same content and usage as non-streaming; count_tokens agrees", async () => {
-    const full = await anthropic.messages.create(greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }));
+    const full = await anthropic.messages.create(
+      greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
+    );
     expect(full.type).toBe("message");
     expect(full.stop_reason).toBe("max_tokens");
     expect(full.usage.output_tokens).toBe(12);
-    const counted = await anthropic.messages.countTokens({ model: MODEL, messages, system: "You write code." });
+    const counted = await anthropic.messages.countTokens({
+      model: MODEL,
+      messages,
+      system: "You write code.",
+    });
     expect(counted.input_tokens).toBe(full.usage.input_tokens);
 
     const events: string[] = [];
-    const stream = anthropic.messages.stream(greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }));
+    const stream = anthropic.messages.stream(
+      greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
+    );
     stream.on("streamEvent", (e) => events.push(e.type));
     const final = await stream.finalMessage();
     expect(final.content).toEqual(full.content);
@@ -183,22 +256,44 @@ describe("anthropic SDK", () => {
   });
 
   test("tool round trip: tool_use and tool_result blocks go through the template", async () => {
-    const tools: Anthropic.Tool[] = [{ name: "get_weather", description: "Current weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+    const tools: Anthropic.Tool[] = [{
+      name: "get_weather",
+      description: "Current weather",
+      input_schema: { type: "object", properties: { city: { type: "string" } } },
+    }];
     const history: Anthropic.MessageParam[] = [
       { role: "user", content: "Weather in Paris?" },
-      { role: "assistant", content: [{ type: "text", text: "Checking." }, { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
+      {
+        role: "assistant",
+        content: [{ type: "text", text: "Checking." }, {
+          type: "tool_use",
+          id: "toolu_1",
+          name: "get_weather",
+          input: { city: "Paris" },
+        }],
+      },
       { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "21 C and sunny" }] },
     ];
-    const r = await anthropic.messages.create(greedy({ model: MODEL, max_tokens: 8, messages: history, tools }));
+    const r = await anthropic.messages.create(
+      greedy({ model: MODEL, max_tokens: 8, messages: history, tools }),
+    );
     const counted = await anthropic.messages.countTokens({ model: MODEL, messages: history, tools });
     expect(r.usage.input_tokens).toBe(counted.input_tokens);
     const expected = renderChat(tok, {
       turns: [
         { role: "user", content: "Weather in Paris?" },
-        { role: "assistant", content: "Checking.", toolCalls: [{ id: "toolu_1", name: "get_weather", arguments: { city: "Paris" } }] },
+        {
+          role: "assistant",
+          content: "Checking.",
+          toolCalls: [{ id: "toolu_1", name: "get_weather", arguments: { city: "Paris" } }],
+        },
         { role: "tool", toolCallId: "toolu_1", content: "21 C and sunny" },
       ],
-      tools: [{ name: "get_weather", description: "Current weather", parameters: tools[0].input_schema as any }],
+      tools: [{
+        name: "get_weather",
+        description: "Current weather",
+        parameters: tools[0].input_schema as any,
+      }],
       toolChoice: "auto",
     });
     expect(tok.decode(expected.ids, false)).toContain("<tool_response>\n21 C and sunny\n</tool_response>");
@@ -208,17 +303,27 @@ describe("anthropic SDK", () => {
 
   test("errors are the SDK's typed errors; too long a prompt says so in the phrase clients look for", async () => {
     const long = "word ".repeat(600);
-    const e1 = await anthropic.messages.create({ model: MODEL, max_tokens: 8, messages: [{ role: "user", content: long }] }).catch((e) => e);
+    const e1 = await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 8,
+      messages: [{ role: "user", content: long }],
+    }).catch((e) => e);
     expect(e1).toBeInstanceOf(Anthropic.BadRequestError);
     expect(e1.error.error.type).toBe("invalid_request_error");
     const m = /prompt is too long: (\d+) tokens > (\d+) maximum/.exec(e1.message);
     expect(m).not.toBeNull();
-    const counted = await anthropic.messages.countTokens({ model: MODEL, messages: [{ role: "user", content: long }] });
+    const counted = await anthropic.messages.countTokens({
+      model: MODEL,
+      messages: [{ role: "user", content: long }],
+    });
     expect(Number(m![1])).toBe(counted.input_tokens + 8);
     expect(Number(m![2])).toBe(CTX);
-    const e2 = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages }).catch((e) => e);
+    const e2 = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages }).catch((e) =>
+      e
+    );
     expect(e2).toBeInstanceOf(Anthropic.NotFoundError);
     const bad = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
-    expect(await bad.messages.create({ model: MODEL, max_tokens: 4, messages }).catch((e) => e)).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect(await bad.messages.create({ model: MODEL, max_tokens: 4, messages }).catch((e) => e))
+      .toBeInstanceOf(Anthropic.AuthenticationError);
   });
 });

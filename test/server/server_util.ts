@@ -32,7 +32,10 @@ export async function startServer(args: string[] = []): Promise<RunningServer> {
     if (m) url = m[1];
     else if (Date.now() > deadline) throw new Error(`server did not start:\n${out}`);
     else {
-      const done = await Promise.race([exited.then(() => true), new Promise((r) => setTimeout(() => r(false), 100))]);
+      const done = await Promise.race([
+        exited.then(() => true),
+        new Promise((r) => setTimeout(() => r(false), 100)),
+      ]);
       if (done) throw new Error(`server exited at start-up:\n${out}`);
     }
   }
@@ -90,7 +93,11 @@ export async function health(url: string): Promise<any> {
 }
 
 /** Polls /health until `pred` holds (a deadline, not a timing assertion: slow machines just wait longer). */
-export async function waitForHealth(url: string, pred: (h: any) => boolean, timeoutMs = 120_000): Promise<any> {
+export async function waitForHealth(
+  url: string,
+  pred: (h: any) => boolean,
+  timeoutMs = 120_000,
+): Promise<any> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const h = await health(url);

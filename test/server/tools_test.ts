@@ -3,7 +3,7 @@
  * them, malformed calls falling back to content verbatim, and the same result however the text is chunked.
  */
 import { describe, expect, test } from "vitest";
-import { parseCallBody, type ToolPiece, ToolCallParser } from "../../src/server/tools.ts";
+import { parseCallBody, ToolCallParser, type ToolPiece } from "../../src/server/tools.ts";
 
 function run(chunks: string[]): ToolPiece[] {
   const p = new ToolCallParser();
@@ -34,13 +34,20 @@ function randomChunks(s: string, seed: number): string[] {
   return out;
 }
 
-const call = (name: string, args: unknown) => ({ type: "call", call: { name, arguments: JSON.stringify(args) } });
+const call = (name: string, args: unknown) => ({
+  type: "call",
+  call: { name, arguments: JSON.stringify(args) },
+});
 
 describe("ToolCallParser", () => {
-  const text = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}\n</tool_call>';
+  const text =
+    'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}\n</tool_call>';
 
   test("a call with text before it", () => {
-    expect(run([text])).toEqual([{ type: "text", text: "Let me check." }, call("get_weather", { city: "Paris", unit: "C" })]);
+    expect(run([text])).toEqual([
+      { type: "text", text: "Let me check." },
+      call("get_weather", { city: "Paris", unit: "C" }),
+    ]);
   });
 
   test("the same pieces when the text arrives one character at a time, or in random chunks", () => {
@@ -65,7 +72,8 @@ describe("ToolCallParser", () => {
   });
 
   test("two calls and text after them", () => {
-    const s = '<tool_call>{"name":"a","arguments":{}}</tool_call>\n<tool_call>{"name":"b","arguments":{"x":[1,2]}}</tool_call>\nDone.';
+    const s =
+      '<tool_call>{"name":"a","arguments":{}}</tool_call>\n<tool_call>{"name":"b","arguments":{"x":[1,2]}}</tool_call>\nDone.';
     const expected = [call("a", {}), call("b", { x: [1, 2] }), { type: "text", text: "\nDone." }];
     expect(run([s])).toEqual(expected);
     expect(run(chars(s))).toEqual(expected);
@@ -78,7 +86,15 @@ describe("ToolCallParser", () => {
   });
 
   test("a call without a name, or with arguments that are not an object, stays content", () => {
-    for (const body of ['{"arguments": {}}', '{"name": "", "arguments": {}}', '{"name": "f", "arguments": [1]}', "[1,2]", '"f"']) {
+    for (
+      const body of [
+        '{"arguments": {}}',
+        '{"name": "", "arguments": {}}',
+        '{"name": "f", "arguments": [1]}',
+        "[1,2]",
+        '"f"',
+      ]
+    ) {
       const s = `<tool_call>${body}</tool_call>`;
       expect(run([s])).toEqual([{ type: "text", text: s }]);
     }
@@ -91,9 +107,18 @@ describe("ToolCallParser", () => {
   });
 
   test("lenient forms: parameters for arguments, arguments as a JSON string, a ```json fence", () => {
-    expect(parseCallBody('{"name": "f", "parameters": {"a": 1}}')).toEqual({ name: "f", arguments: '{"a":1}' });
-    expect(parseCallBody('{"name": "f", "arguments": "{\\"a\\": 1}"}')).toEqual({ name: "f", arguments: '{"a":1}' });
-    expect(parseCallBody('```json\n{"name": "f", "arguments": {}}\n```')).toEqual({ name: "f", arguments: "{}" });
+    expect(parseCallBody('{"name": "f", "parameters": {"a": 1}}')).toEqual({
+      name: "f",
+      arguments: '{"a":1}',
+    });
+    expect(parseCallBody('{"name": "f", "arguments": "{\\"a\\": 1}"}')).toEqual({
+      name: "f",
+      arguments: '{"a":1}',
+    });
+    expect(parseCallBody('```json\n{"name": "f", "arguments": {}}\n```')).toEqual({
+      name: "f",
+      arguments: "{}",
+    });
     expect(parseCallBody('{"name": "f"}')).toEqual({ name: "f", arguments: "{}" });
     expect(parseCallBody('{"name": "f", "arguments": "not json"}')).toBeNull();
   });

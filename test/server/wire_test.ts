@@ -6,7 +6,7 @@
 import { MessageStream } from "@anthropic-ai/sdk/lib/MessageStream";
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 import { describe, expect, test } from "vitest";
-import { MessageEvents, messageBody } from "../../src/server/anthropic_wire.ts";
+import { messageBody, MessageEvents } from "../../src/server/anthropic_wire.ts";
 import { ChatChunker, chatCompletion, type Finish } from "../../src/server/openai_wire.ts";
 import { ToolCallParser, type ToolPiece } from "../../src/server/tools.ts";
 
@@ -36,7 +36,8 @@ const counter = (prefix: string) => {
 const SAMPLES: { name: string; text: string; finish: Finish }[] = [
   {
     name: "text, then two calls",
-    text: 'I will look both up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n' +
+    text:
+      'I will look both up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n' +
       '<tool_call>\n{"name": "get_time", "arguments": {"tz": "Europe/Paris", "fmt": {"h24": true}}}\n</tool_call>',
     finish: { finishReason: "stop", promptTokens: 40, completionTokens: 51, stopSequence: null },
   },
@@ -65,7 +66,11 @@ describe("OpenAI chunks assemble (in openai-node's ChatCompletionStream) to the 
         const meta = { id: "chatcmpl-x", created: 1, model: "m", includeUsage: true };
         const whole = chatCompletion({ ...meta, callId: counter("call_") }, all, s.finish) as any;
         const chunker = new ChatChunker({ ...meta, callId: counter("call_") });
-        const objects = [...chunker.start(), ...streamed.flat().flatMap((p) => chunker.piece(p)), ...chunker.end(s.finish)];
+        const objects = [
+          ...chunker.start(),
+          ...streamed.flat().flatMap((p) => chunker.piece(p)),
+          ...chunker.end(s.finish),
+        ];
         const final = await ChatCompletionStream.fromReadableStream(ndjson(objects)).finalChatCompletion();
         const want = whole.choices[0];
         const got = final.choices[0];
@@ -80,10 +85,18 @@ describe("OpenAI chunks assemble (in openai-node's ChatCompletionStream) to the 
 
   test("tool calls come out as tool_calls with JSON arguments, text around them as content", () => {
     const { all } = parse(SAMPLES[0].text, 5);
-    const whole = chatCompletion({ id: "c", created: 1, model: "m", includeUsage: false, callId: counter("call_") }, all, SAMPLES[0].finish) as any;
+    const whole = chatCompletion(
+      { id: "c", created: 1, model: "m", includeUsage: false, callId: counter("call_") },
+      all,
+      SAMPLES[0].finish,
+    ) as any;
     expect(whole.choices[0].message.content).toBe("I will look both up.");
     expect(whole.choices[0].finish_reason).toBe("tool_calls");
-    expect(whole.choices[0].message.tool_calls.map((c: any) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+    expect(
+      whole.choices[0].message.tool_calls.map((
+        c: any,
+      ) => [c.function.name, JSON.parse(c.function.arguments)]),
+    ).toEqual([
       ["get_weather", { city: "Paris" }],
       ["get_time", { tz: "Europe/Paris", fmt: { h24: true } }],
     ]);
@@ -95,9 +108,17 @@ describe("Anthropic events assemble (in the SDK's MessageStream) to the non-stre
     for (const chunk of [1, 3, 17]) {
       test(`${s.name}, ${chunk}-char chunks`, async () => {
         const { streamed, all } = parse(s.text, chunk);
-        const whole = messageBody({ id: "msg_x", model: "m", callId: counter("toolu_") }, all, s.finish) as any;
+        const whole = messageBody(
+          { id: "msg_x", model: "m", callId: counter("toolu_") },
+          all,
+          s.finish,
+        ) as any;
         const ev = new MessageEvents({ id: "msg_x", model: "m", callId: counter("toolu_") });
-        const events = [...ev.start(s.finish.promptTokens), ...streamed.flat().flatMap((p) => ev.piece(p)), ...ev.end(s.finish)];
+        const events = [
+          ...ev.start(s.finish.promptTokens),
+          ...streamed.flat().flatMap((p) => ev.piece(p)),
+          ...ev.end(s.finish),
+        ];
         const types = events.map(([e]) => e);
         expect(types[0]).toBe("message_start");
         expect(types.slice(-2)).toEqual(["message_delta", "message_stop"]);
@@ -112,11 +133,22 @@ describe("Anthropic events assemble (in the SDK's MessageStream) to the non-stre
 
   test("stop reasons: tool_use, max_tokens, stop_sequence, end_turn", () => {
     const meta = { id: "m", model: "m", callId: counter("t") };
-    const r = (f: Partial<Finish>, text: string) =>
-      (messageBody(meta, parse(text, 4).all, { finishReason: "stop", promptTokens: 1, completionTokens: 1, stopSequence: null, ...f }) as any);
+    const r = (
+      f: Partial<Finish>,
+      text: string,
+    ) => (messageBody(meta, parse(text, 4).all, {
+      finishReason: "stop",
+      promptTokens: 1,
+      completionTokens: 1,
+      stopSequence: null,
+      ...f,
+    }) as any);
     expect(r({}, SAMPLES[1].text).stop_reason).toBe("tool_use");
     expect(r({ finishReason: "length" }, "abc").stop_reason).toBe("max_tokens");
-    expect(r({ stopSequence: "##" }, "abc")).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: "##" });
+    expect(r({ stopSequence: "##" }, "abc")).toMatchObject({
+      stop_reason: "stop_sequence",
+      stop_sequence: "##",
+    });
     expect(r({}, "abc").stop_reason).toBe("end_turn");
   });
 });

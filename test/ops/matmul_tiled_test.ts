@@ -1,0 +1,88 @@
+/**
+ * matmul_tiled.wgsl (prefill chunks) through src/ops/matmul.ts against the float64 reference
+ * (src/lab/ref/matmul.ts), on both activation paths: every weight format (MLX affine 2/3/4/5/6/8 bits with
+ * two group sizes each, f16, bf16) with each epilogue (act; f32 + bias; add + bias); M and N that are not
+ * multiples of 64 and span several tiles; 16-bit K not a multiple of the 32-value k-tile; row shards with
+ * column offsets; batch invariance (a row's bits do not depend on M or its tile position).
+ * x is f32 on both paths. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
+ * the f16 rounding of y).
+ */
+import { describe, test } from "vitest";
+import { matmulTiledCase } from "../../src/lab/cases/matmul.ts";
+import { setMatmulTuning } from "../../src/ops/matmul.ts";
+import { devices, expectBitwise, expectCase } from "../util/lab.ts";
+import { EPILOGUES, FORMATS, kFor, matmulInputs, yOf } from "../util/matmul.ts";
+
+const { on } = devices();
+
+for (const path of ["f16", "f32"] as const) {
+  describe(`matmul_tiled, ${path} activations`, () => {
+    for (const f of FORMATS) {
+      // N above one 64-column tile, neither M nor N a multiple of 64 (the sweep below crosses more tiles).
+      test(
+        `${f.w} (${f.scale} scales): act, f32 + bias, add + bias; M=37 N=133 K=${kFor(f.w)}`,
+        on(path, async (gpu) => {
+          for (const [s, e] of EPILOGUES.entries()) {
+            await expectCase(gpu, matmulTiledCase, { ...f, ...e, M: 37, N: 133, K: kFor(f.w) }, 20 + s);
+          }
+        }),
+      );
+    }
+
+    test(
+      "M = 1, 5, 64, 129 and N = 1, 64, 191",
+      on(path, async (gpu) => {
+        for (const [M, N] of [[1, 191], [5, 64], [64, 1], [129, 191]]) {
+          await expectCase(gpu, matmulTiledCase, { w: "q4g64", K: 320, M, N, out: "act" }, M + N);
+        }
+      }),
+    );
+
+    test(
+      "wide matrices: 128-column tiles at the default threshold (N = 4099) and forced at small N; TM 4",
+      on(path, async (gpu) => {
+        await expectCase(gpu, matmulTiledCase, { w: "q4g64", K: 64, M: 37, N: 4099, out: "act" }, 1);
+        for (const t of [{ wideN: 1 }, { TM: 4 }]) {
+          const prev = setMatmulTuning({ tiled: t });
+          try {
+            for (const s of [{ w: "q3g32", K: 224 }, { w: "bf16", K: 200 }, { w: "q8g128", K: 384 }]) {
+              await expectCase(gpu, matmulTiledCase, { ...s, M: 131, N: 133, out: "add", bias: 1 }, 2);
+            }
+            // Batch invariance holds within each tile shape too.
+            const i = matmulInputs(gpu, "tiled", { w: "q4g64", K: 320, M: 137, N: 133 });
+            const full = await yOf(gpu, i);
+            const parts = await yOf(gpu, i, [{ M: 1, row0: 0 }, { M: 70, row0: 1 }, { M: 66, row0: 71 }]);
+            expectBitwise(parts, full, `${JSON.stringify(t)}: M=1,70,66 vs M=137`);
+          } finally {
+            setMatmulTuning(prev);
+          }
+        }
+      }),
+    );
+
+    test(
+      "row shards with a bias, column offset, padded ldy and row0 > 0",
+      on(path, async (gpu) => {
+        for (const out of ["act", "add"]) {
+          const s = { w: "q5g32", K: 224, M: 70, N: 131, shards: 2, bias: 1, noff: 5, pad: 3, row0: 2, out };
+          await expectCase(gpu, matmulTiledCase, s, 3);
+        }
+      }),
+    );
+
+    test(
+      "batch invariance: each row's bits are the same whatever M and tile position",
+      on(path, async (gpu) => {
+        for (const s of [{ w: "q4g64", K: 320 }, { w: "q6g32", K: 224 }, { w: "bf16", K: 200 }]) {
+          const i = matmulInputs(gpu, "tiled", { ...s, M: 137, N: 70 });
+          const full = await yOf(gpu, i);
+          const a = await yOf(gpu, i, [{ M: 1, row0: 0 }, { M: 63, row0: 1 }, { M: 73, row0: 64 }]);
+          const b = await yOf(gpu, i, [{ M: 5, row0: 0 }, { M: 128, row0: 5 }, { M: 4, row0: 133 }]);
+          expectBitwise(a, full, `${s.w}: M=1,63,73 vs M=137`);
+          expectBitwise(b, full, `${s.w}: M=5,128,4 vs M=137`);
+        }
+      }),
+    );
+  });
+}

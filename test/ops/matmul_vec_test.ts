@@ -1,0 +1,115 @@
+/**
+ * matmul_vec.wgsl (decode rows) through src/ops/matmul.ts against the float64 reference
+ * (src/lab/ref/matmul.ts), on both activation paths: every weight format (MLX affine 2/3/4/5/6/8 bits with
+ * two group sizes each, f16, bf16) with each epilogue (act; f32 + bias; add + bias); M = 1, 3, 5, 13 (blocks
+ * of 4 rows); N not a multiple of any team count; K short (subgroup team reduction) and long (workgroup
+ * tree); row shards with column offsets; batch invariance (a row's bits are the same alone or in a batch).
+ * x is f32 on both paths. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
+ * the f16 rounding of y).
+ */
+import { describe, test } from "vitest";
+import { matmulVecCase } from "../../src/lab/cases/matmul.ts";
+import { type MatmulTuning, setMatmulTuning } from "../../src/ops/matmul.ts";
+import { devices, expectBitwise, expectCase } from "../util/lab.ts";
+import { EPILOGUES, FORMATS, kFor, matmulInputs, yOf } from "../util/matmul.ts";
+
+const { on } = devices();
+
+for (const path of ["f16", "f32"] as const) {
+  describe(`matmul_vec, ${path} activations`, () => {
+    for (const f of FORMATS) {
+      // M = 13 is three full blocks of 4 rows and one partial; N = 67 is not a multiple of any team count.
+      test(
+        `${f.w} (${f.scale} scales): act, f32 + bias, add + bias; M=13 N=67 K=${kFor(f.w)}`,
+        on(path, async (gpu) => {
+          for (const [s, e] of EPILOGUES.entries()) {
+            await expectCase(gpu, matmulVecCase, { ...f, ...e, M: 13, N: 67, K: kFor(f.w) }, 10 + s);
+          }
+        }),
+      );
+    }
+
+    test(
+      "M = 1, 3, 5, 13 for Q4, Q8, general-bit and 16-bit paths, short and long K",
+      on(path, async (gpu) => {
+        // K = 2176 (68 units) and 16-bit K = 1096 need more lanes per column than a subgroup (tree reduction).
+        for (
+          const s of [
+            { w: "q4g64", K: 320 },
+            { w: "q4g64", K: 2176 },
+            { w: "q8g32", K: 224 },
+            { w: "q3g64", K: 2176 },
+            { w: "bf16", K: 1096 },
+            { w: "f16", K: 40 },
+          ]
+        ) {
+          for (const M of [1, 3, 5, 13]) {
+            await expectCase(gpu, matmulVecCase, { ...s, M, N: 37, out: "f32" }, M);
+          }
+        }
+      }),
+    );
+
+    test(
+      "row shards with a bias, column offset, padded ldy and row0 > 0",
+      on(path, async (gpu) => {
+        for (const out of ["act", "add"]) {
+          const s = { w: "q5g32", K: 224, M: 6, N: 131, shards: 2, bias: 1, noff: 5, pad: 3, row0: 2, out };
+          await expectCase(gpu, matmulVecCase, s, 3);
+        }
+      }),
+    );
+
+    test(
+      "kernel variants the benchmark sweeps: 2 and 4 columns per team, no magic dequant, no 4-column path, WG 128, T 8",
+      on(path, async (gpu) => {
+        const variants: Partial<MatmulTuning["vec"]>[] = [
+          { R: 2 },
+          { R: 4 },
+          { magic: false },
+          { r4: false },
+          { WG: 128 },
+          { T: 8 },
+        ];
+        for (const v of variants) {
+          const prev = setMatmulTuning({ vec: v });
+          try {
+            for (const s of [{ w: "q4g64", K: 320 }, { w: "q6g32", K: 224 }, { w: "bf16", K: 200 }]) {
+              for (const M of [1, 6]) {
+                await expectCase(gpu, matmulVecCase, { ...s, M, N: 67, out: "f32", bias: 1 }, M);
+              }
+            }
+          } finally {
+            setMatmulTuning(prev);
+          }
+        }
+      }),
+    );
+
+    test(
+      "batch invariance: each row's bits are the same at M = 1 as inside M = 13 or other blocks",
+      on(path, async (gpu) => {
+        for (
+          const s of [
+            { w: "q4g64", K: 320 },
+            { w: "q4g64", K: 2176 },
+            { w: "q8g32", K: 224 },
+            { w: "q3g64", K: 320 },
+            { w: "f16", K: 1096 },
+          ]
+        ) {
+          const i = matmulInputs(gpu, "vec", { ...s, M: 13, N: 45 });
+          const full = await yOf(gpu, i);
+          const ones = await yOf(gpu, i, Array.from({ length: 13 }, (_, m) => ({ M: 1, row0: m })));
+          const blocks = await yOf(gpu, i, [{ M: 5, row0: 0 }, { M: 3, row0: 5 }, { M: 2, row0: 8 }, {
+            M: 3,
+            row0: 10,
+          }]);
+          expectBitwise(ones, full, `${s.w} K=${s.K}: M=1 rows vs M=13`);
+          expectBitwise(blocks, full, `${s.w} K=${s.K}: blocks of 5,3,2,3 vs M=13`);
+        }
+      }),
+    );
+  });
+}
