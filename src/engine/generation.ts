@@ -1,0 +1,86 @@
+/**
+ * What a request is and what it returns: the scheduler's public types, and `Generation`, the handle a caller
+ * streams text from or awaits.
+ * @module
+ */
+import type { SamplingParams } from "./slots.ts";
+
+export interface GenerateRequest {
+  /** Prompt token ids (at least one). */
+  prompt: number[];
+  /** New tokens at most. */
+  maxTokens: number;
+  sampling?: SamplingParams;
+  stop?: string[];
+  signal?: AbortSignal;
+}
+
+export type FinishReason = "stop" | "length" | "cancelled" | "error";
+
+export interface GenerationResult {
+  tokenIds: number[];
+  text: string;
+  finishReason: FinishReason;
+  /** The stop string that ended generation, if any. */
+  stopSequence: string | null;
+  promptTokens: number;
+  /** Sampled tokens, including a final EOS. */
+  completionTokens: number;
+  ttftMs: number;
+  prefillTps: number;
+  decodeTps: number;
+  totalMs: number;
+  error?: Error;
+}
+
+export interface TokenChunk {
+  ids: number[];
+  text: string;
+}
+
+export type SchedulerEvent =
+  | { type: "start"; id: number; promptTokens: number }
+  | { type: "prefill"; id: number; processed: number; total: number }
+  | { type: "finish"; id: number; reason: FinishReason; completionTokens: number; ttftMs: number };
+
+export interface SchedulerOptions {
+  /** Decode steps encoded into one submit (default 16). 1 gives the one-step-at-a-time loop. */
+  stepsPerSubmit?: number;
+}
+
+/** A running request: stream its text with `chunks`, or await `result`. */
+export class Generation {
+  readonly result: Promise<GenerationResult>;
+  #resolve!: (r: GenerationResult) => void;
+  #pending: TokenChunk[] = [];
+  #wake: (() => void) | null = null;
+  #closed = false;
+
+  constructor(readonly id: number) {
+    this.result = new Promise((r) => (this.#resolve = r));
+  }
+
+  /** Text and ids as they are read back (never half a UTF-8 character, never part of a stop string). */
+  async *chunks(): AsyncGenerator<TokenChunk> {
+    while (true) {
+      if (this.#pending.length) {
+        yield this.#pending.shift()!;
+        continue;
+      }
+      if (this.#closed) return;
+      await new Promise<void>((r) => (this.#wake = r));
+    }
+  }
+
+  /** @internal */
+  push(c: TokenChunk): void {
+    this.#pending.push(c);
+    this.#wake?.();
+  }
+  /** @internal */
+  close(r: GenerationResult): void {
+    this.#closed = true;
+    this.#wake?.();
+    this.#resolve(r);
+  }
+}
