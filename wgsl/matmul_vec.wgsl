@@ -62,6 +62,22 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
+// y[row, n_off + n] (=|+=) v (+ bias[n]): the epilogue shared by every path.
+fn store(row: u32, n: u32, v0: f32) {
+  var v = v0;
+#ifdef BIAS
+  v += bias[n];
+#endif
+  let yi = row * params.ldy + params.n_off + n;
+#ifdef ADD
+  y[yi] = y[yi] + v;
+#elif OUT_F32
+  y[yi] = v;
+#else
+  y[yi] = act(v);
+#endif
+}
+
 #ifndef TEAM_SUBGROUP
 var<workgroup> tred: array<vec4<f32>, WG * R>;
 #endif
@@ -198,18 +214,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
   if (lane < 4u && nb + lane < params.N) {
     let n = nb + lane;
-    var v = acc[lane];
-#ifdef BIAS
-    v += bias[n];
-#endif
-    let yi = params.row0 * params.ldy + params.n_off + n;
-#ifdef ADD
-    y[yi] = y[yi] + v;
-#elif OUT_F32
-    y[yi] = v;
-#else
-    y[yi] = act(v);
-#endif
+    store(params.row0, n, acc[lane]);
   }
 #elif Q4
   // Fast path: one column per team (R = 1), two units in flight per lane, MB rows as vec4 components.
@@ -266,18 +271,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (lane == 0u && n < params.N) {
       for (var j = 0u; j < MB; j++) {
         if (m0 + j >= params.M) { break; }
-        var v = acc[j];
-#ifdef BIAS
-        v += bias[n];
-#endif
-        let yi = (params.row0 + m0 + j) * params.ldy + params.n_off + n;
-#ifdef ADD
-        y[yi] = y[yi] + v;
-#elif OUT_F32
-        y[yi] = v;
-#else
-        y[yi] = act(v);
-#endif
+        store((params.row0 + m0 + j), n, acc[j]);
       }
     }
   }
@@ -353,18 +347,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       for (var c = 0u; c < R; c++) { if (c == lane) { out = acc[c]; } }
       for (var j = 0u; j < MB; j++) {
         if (m0 + j >= params.M) { break; }
-        var v = out[j];
-#ifdef BIAS
-        v += bias[n];
-#endif
-        let yi = (params.row0 + m0 + j) * params.ldy + params.n_off + n;
-#ifdef ADD
-        y[yi] = y[yi] + v;
-#elif OUT_F32
-        y[yi] = v;
-#else
-        y[yi] = act(v);
-#endif
+        store((params.row0 + m0 + j), n, out[j]);
       }
     }
   }

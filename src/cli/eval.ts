@@ -103,7 +103,9 @@ export async function main(argv: string[]): Promise<number> {
     if (!engine.tokenizer) throw new ValidationError(`${dir}: no tokenizer.json, cannot tokenize the text`, "model");
     let ids = engine.tokenizer.encode(text);
     if (f["max-tokens"] !== undefined) ids = ids.slice(0, f["max-tokens"]);
-    const r = await evaluateIds(engine, ids, { context: Math.min(context, ids.length), stride });
+    // A text shorter than the window is one window: clamp both so the defaults work on any file.
+    const ctx = Math.min(context, ids.length);
+    const r = await evaluateIds(engine, ids, { context: ctx, stride: Math.min(stride, ctx) });
     const seconds = (performance.now() - t0) / 1000;
     if (f.json) {
       console.log(JSON.stringify({
