@@ -3,7 +3,7 @@
  * `--name=value`, boolean `--flag`; unknown flags and bad numbers are errors that name the flag.
  * @module
  */
-import { ValidationError } from "../errors.ts";
+import { FlintError, ValidationError } from "../errors.ts";
 
 export type FlagSpec = Record<string, "string" | "number" | "boolean">;
 export type Flags<S extends FlagSpec> = {
@@ -36,4 +36,20 @@ export function parseFlags<S extends FlagSpec>(argv: string[], spec: S): Flags<S
     } else out[name] = value;
   }
   return out as Flags<S> & { _: string[] };
+}
+
+/**
+ * Runs a CLI's `main` and exits with its status; a FlintError is printed as `error: <message>` (which names
+ * the file and field) and exits 2 for bad arguments, 1 otherwise. Anything else is a bug and is rethrown.
+ */
+export async function runCli(main: (argv: string[]) => Promise<number>): Promise<void> {
+  try {
+    Deno.exit(await main(Deno.args));
+  } catch (e) {
+    if (e instanceof FlintError) {
+      console.error(`error: ${e.message}`);
+      Deno.exit(e instanceof ValidationError ? 2 : 1);
+    }
+    throw e;
+  }
 }

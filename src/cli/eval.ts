@@ -10,9 +10,9 @@
  * @module
  */
 import { Engine } from "../engine/engine.ts";
-import { FlintError, ValidationError } from "../errors.ts";
+import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags } from "./args.ts";
+import { parseFlags, runCli } from "./args.ts";
 
 export interface EvalOptions {
   /** Tokens per window (at most the engine's context window). */
@@ -126,14 +126,4 @@ export async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (import.meta.main) {
-  try {
-    Deno.exit(await main(Deno.args));
-  } catch (e) {
-    if (e instanceof FlintError) {
-      console.error(`error: ${e.message}`);
-      Deno.exit(e instanceof ValidationError ? 2 : 1);
-    }
-    throw e;
-  }
-}
+if (import.meta.main) await runCli(main);

@@ -8,9 +8,9 @@
  */
 import { Engine } from "../engine/engine.ts";
 import { Scheduler } from "../engine/scheduler.ts";
-import { FlintError, ValidationError } from "../errors.ts";
+import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags } from "./args.ts";
+import { parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
   model: "string", prompt: "string", "prompt-file": "string", chat: "boolean", "max-tokens": "number",
@@ -81,14 +81,4 @@ function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
 
-if (import.meta.main) {
-  try {
-    Deno.exit(await main(Deno.args));
-  } catch (e) {
-    if (e instanceof FlintError) {
-      console.error(`error: ${e.message}`);
-      Deno.exit(e instanceof ValidationError ? 2 : 1);
-    }
-    throw e;
-  }
-}
+if (import.meta.main) await runCli(main);

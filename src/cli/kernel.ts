@@ -7,14 +7,14 @@
  * Exit status 1 when the kernel misses its tolerance.
  * @module
  */
-import { FlintError, ValidationError } from "../errors.ts";
+import { ValidationError } from "../errors.ts";
 import { Gpu } from "../gpu/device.ts";
 import { parseShape, resolveShape } from "../lab/case.ts";
 import { caseFor, CASES } from "../lab/cases.ts";
 import { describeReport } from "../lab/compare.ts";
 import { type Ceilings, measureCeilings } from "../lab/probes.ts";
 import { type BenchReport, runCase } from "../lab/run.ts";
-import { parseFlags } from "./args.ts";
+import { parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
   shape: "string",
@@ -111,14 +111,4 @@ function fmt(v: number): string {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 0.01 ? v.toFixed(2) : v.toExponential(2);
 }
 
-if (import.meta.main) {
-  try {
-    Deno.exit(await main(Deno.args));
-  } catch (e) {
-    if (e instanceof FlintError) {
-      console.error(`error: ${e.message}`);
-      Deno.exit(e instanceof ValidationError ? 2 : 1);
-    }
-    throw e;
-  }
-}
+if (import.meta.main) await runCli(main);

@@ -6,11 +6,11 @@
  * The API key may also come from FLINT_API_KEY (kept out of `ps`).
  * @module
  */
-import { FlintError, NotFoundError, PermissionError, ValidationError } from "../errors.ts";
+import { NotFoundError, PermissionError, ValidationError } from "../errors.ts";
 import { createApp } from "../server/app.ts";
 import { ModelHost } from "../server/host.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags } from "./args.ts";
+import { parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
   model: "string",
@@ -149,14 +149,4 @@ export async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-if (import.meta.main) {
-  try {
-    Deno.exit(await main(Deno.args));
-  } catch (e) {
-    if (e instanceof FlintError) {
-      console.error(`error: ${e.message}`);
-      Deno.exit(e instanceof ValidationError ? 2 : 1);
-    }
-    throw e;
-  }
-}
+if (import.meta.main) await runCli(main);
