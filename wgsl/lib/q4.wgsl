@@ -21,20 +21,8 @@ fn q4dot(q: vec4<u32>, xb: u32) -> vec2<f32> {
   let x6 = x[xb + 6u];
   let x7 = x[xb + 7u];
   let sx = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
-#if QMAGIC
-  var pk = magic4(q.x & 0xffffu) * x0;
-  pk = fma(magic4(q.x >> 16u), x1, pk);
-  pk = fma(magic4(q.y & 0xffffu), x2, pk);
-  pk = fma(magic4(q.y >> 16u), x3, pk);
-  pk = fma(magic4(q.z & 0xffffu), x4, pk);
-  pk = fma(magic4(q.z >> 16u), x5, pk);
-  pk = fma(magic4(q.w & 0xffffu), x6, pk);
-  pk = fma(magic4(q.w >> 16u), x7, pk);
-  let d = dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
-#else
-  let d = (dot(nib8lo(q.x), x0) + dot(nib8hi(q.x), x1)) + (dot(nib8lo(q.y), x2) + dot(nib8hi(q.y), x3)) +
-          (dot(nib8lo(q.z), x4) + dot(nib8hi(q.z), x5)) + (dot(nib8lo(q.w), x6) + dot(nib8hi(q.w), x7));
-#endif
+  // The same dot code as the single-row path's q4dot8: batched rows get bit-identical results.
+  let d = q4dot8(q, x0, x1, x2, x3, x4, x5, x6, x7);
   return vec2<f32>(d, sx.x + sx.y + sx.z + sx.w);
 }
 
