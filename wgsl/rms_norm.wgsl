@@ -1,5 +1,6 @@
 // RMSNorm: y[r, :] = x[src(r), :] · rsqrt(mean(x[src(r), :]²) + eps) · weight, computed in f32.
-//   src(r) = r, or idx[r] with GATHER (final norm over only the rows that need logits).
+//   for rows r = row0 .. row0+R; src(r) = r, or idx[r] with GATHER (final norm over only the rows that need
+//   logits). row0 > 0: a step's prefill rows only (its decode rows fuse the norm into their matmul).
 // Bindings:  x      (*, H) f32, the residual stream
 //            idx    (R) u32            (GATHER only)
 //            weight (H) f32            norm weights (checkpoints storing w-1 were fixed at load)
@@ -14,6 +15,7 @@ struct Params {
   R: u32,     // rows
   H: u32,     // row length (elements)
   eps: f32,
+  row0: u32,  // first row (y and, without GATHER, x)
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -25,10 +27,10 @@ struct Params {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = wid.x;
+  let r = params.row0 + wid.x;
   let H = params.H;
 #ifdef GATHER
-  let src = idx[r] * H;
+  let src = idx[wid.x] * H;
 #else
   let src = r * H;
 #endif

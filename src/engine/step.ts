@@ -104,21 +104,34 @@ export class StepGraph {
     await embed(this.ctx, { rows: this.res.acts.rows, table, x: this.res.acts.x, R: this.R });
   }
 
-  /** xn = rmsNorm(x) · weight, all rows. */
-  async rmsNorm(weight: GPUBuffer): Promise<void> {
-    const { acts, dims } = this.res;
-    await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: this.R, H: dims.hidden, eps: dims.eps });
-  }
-
   /** dst = src · Wᵀ, or x += src · Wᵀ with `dst = "x"` (the residual add, fused). */
   async linear(src: ActName, g: LinearGroup, dst: ActName | "x"): Promise<void> {
+    await this.#linear(src, g, dst);
+  }
+
+  /**
+   * dst = (rmsNorm(x) · weight) · Wᵀ. Decode rows normalise inside the vector matmul's x loads (one dispatch
+   * fewer per norm); prefill rows write xn with the norm kernel, then take the tiled matmul.
+   */
+  async normLinear(weight: GPUBuffer, g: LinearGroup, dst: ActName): Promise<void> {
+    const { acts, dims } = this.res;
+    const P = this.R - this.D;
+    if (P > 0) await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
+    await this.#linear("xn", g, dst, { weight, eps: dims.eps });
+  }
+
+  async #linear(src: ActName, g: LinearGroup, dst: ActName | "x", norm?: { weight: GPUBuffer; eps: number }): Promise<void> {
     const acts = this.res.acts;
     const x = acts[src];
     const y = acts[dst];
     const out = dst === "x" ? "add" : "act";
     const P = this.R - this.D;
     for (const p of g.parts) {
-      if (this.D > 0) await matmul(this.ctx, { x, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff });
+      if (this.D > 0) {
+        // A fused norm reads the residual itself.
+        const xv = norm ? acts.x : x;
+        await matmul(this.ctx, { x: xv, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff, norm });
+      }
       if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff });
     }
   }

@@ -99,12 +99,10 @@ export async function forwardDecoder(g: StepGraph, w: DecoderWeights): Promise<v
   await g.begin();
   await g.embed(w.embed_tokens);
   for (const [i, l] of w.layers.entries()) {
-    await g.rmsNorm(l.input_layernorm);
-    await g.linear("xn", l.qkv, "qkv");
+    await g.normLinear(l.input_layernorm, l.qkv, "qkv");
     await g.attention(i, { qNorm: l.q_norm, kNorm: l.k_norm });
     await g.linear("attn", l.o_proj, "x");
-    await g.rmsNorm(l.post_attention_layernorm);
-    await g.linear("xn", l.gate_up, "gu");
+    await g.normLinear(l.post_attention_layernorm, l.gate_up, "gu");
     await g.siluMul();
     await g.linear("h", l.down_proj, "x");
   }

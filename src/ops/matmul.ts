@@ -5,6 +5,7 @@
  * @module
  */
 import { grid1d } from "../gpu/kernel.ts";
+import type { Gpu } from "../gpu/device.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { formatVariant, type Linear } from "./linear.ts";
 
@@ -23,17 +24,25 @@ export interface MatmulArgs {
   ldy?: number;
   /** Column of y where this weight's output starts (default 0): several weights can fill one buffer. */
   nOff?: number;
+  /**
+   * Vector mode only: x is the residual and each row is RMS-normalised (· weight) inside the x loads, so
+   * decode rows need no separate norm dispatch.
+   */
+  norm?: { weight: GPUBuffer; eps: number };
 }
 
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
-  /** Vector kernel: lanes per team (0 = pick from K), workgroup size, columns per team, magic Q4 dequant. */
-  vec: { T: number; WG: number; R: number; magic: boolean; r4: boolean };
+  /**
+   * Vector kernel: lanes per team (0 = pick from K), Q4 units per lane when T is picked, least workgroup
+   * size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant.
+   */
+  vec: { T: number; U: number; WG: number; R: number; magic: boolean };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, WG: 64, R: 1, magic: true, r4: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = { vec: { T: 0, U: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -50,6 +59,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   const unit = w.format.kind === "q" ? 32 : 8;
   check(K % unit === 0, "matmul", `${w.name}: K=${K} must be a multiple of ${unit}`);
   check(M > 0, "matmul", `${w.name}: M=${M}`);
+  check(!a.norm || a.mode === "vec", "matmul", `${w.name}: a fused norm needs vector mode`);
   const ldy = a.ldy ?? w.N;
   const nOff = a.nOff ?? 0;
   check(nOff + w.N <= ldy, "matmul", `${w.name}: columns ${nOff}+${w.N} exceed ldy=${ldy}`);
@@ -66,24 +76,20 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     const params = { M, N: s.n, K, row0: a.row0 ?? 0, ldy, n_off: nOff + s.n0 };
     if (a.mode === "vec") {
       const units = K / unit;
-      const { WG } = tuning.vec;
       const q4 = w.format.kind === "q" && w.format.bits === 4;
-      // Q4: single rows take the 4-columns-per-lane path (x loaded once for 4 weight rows); batches one column.
-      const r4 = q4 && M === 1 && tuning.vec.r4;
-      const R = q4 ? 1 : tuning.vec.R;
-      const cols = r4 ? 4 : R;
-      // Enough lanes per team that each streams ~8 units; at most a subgroup so the team can shuffle. Q4 takes
-      // the single-row path's minimum whatever M is: the lane count sets the summation order (batch invariance).
-      const T = Math.max(q4 && tuning.vec.r4 ? 4 : cols, tuning.vec.T || Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8)))));
-      const teamSubgroup = info.subgroups && info.subgroupMinSize >= T;
-      const magic = tuning.vec.magic && w.format.kind === "q" && w.format.bits === 4;
+      const v = vecShape(info, units, q4);
+      if (a.norm) {
+        buffers.gamma = a.norm.weight;
+      }
+      const magic = tuning.vec.magic && q4;
       const vdefs = {
-        ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), ...(r4 ? { Q4R4: 1 } : {}), R, ...(teamSubgroup ? { TEAM_SUBGROUP: 1 } : {}), ...(magic ? { QMAGIC: 1 } : {}),
+        ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R: v.R, ...(v.TS > 1 ? { TEAM_SUBGROUP: 1 } : {}),
+        ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}),
       };
-      await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG, T } }, {
+      await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG: v.WG, T: v.T, TS: v.TS } }, {
         buffers,
-        params,
-        grid: grid1d(Math.ceil(s.n / ((WG / T) * cols))),
+        params: { ...params, eps: a.norm?.eps ?? 0 },
+        grid: grid1d(Math.ceil(s.n / ((v.WG / v.T) * v.R))),
       });
     } else {
       const { TM } = tuning.tiled;
@@ -97,6 +103,31 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       });
     }
   }
+}
+
+/**
+ * Team shape of the vector kernel. It depends on K and the device only, never on M: the lane count sets the
+ * summation order, so a row's bits are the same alone or in a batch.
+ */
+function vecShape(info: Gpu["info"], units: number, q4: boolean): { T: number; TS: number; WG: number; R: number } {
+  const sub = info.subgroups ? info.subgroupMinSize : 0;
+  let T = tuning.vec.T;
+  if (q4) {
+    // Q4 teams may span subgroups (sub-team sums by shuffle, then through workgroup memory): ~U units per
+    // lane, so short rows still have enough lanes, and loads, in flight.
+    if (!T) {
+      T = sub >= 2 ? sub * Math.ceil(units / (sub * tuning.vec.U)) : Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8))));
+      T = Math.min(T, 256 - (256 % Math.max(1, sub)));
+    }
+    let TS = 1;
+    while (TS * 2 <= sub && T % (TS * 2) === 0) TS *= 2;
+    return { T, TS, WG: T * Math.max(1, Math.floor(tuning.vec.WG / T)), R: 4 };
+  }
+  // Other formats: a team is at most a subgroup (shuffles) or a power of two (workgroup tree), ~8 units per lane.
+  const R = tuning.vec.R;
+  T = nextPow2(Math.max(R, T || Math.min(32, Math.max(2, Math.ceil(units / 8)))));
+  const WG = Math.max(tuning.vec.WG, T);
+  return { T, TS: info.subgroups && sub >= T ? T : 1, WG, R };
 }
 
 function nextPow2(n: number): number {

@@ -13,6 +13,8 @@ export interface RmsNormArgs {
   eps: number;
   /** Optional (R) u32 source-row indices: normalises only the rows that need logits. */
   gather?: GPUBuffer;
+  /** First row of x and y (default 0; not with `gather`). */
+  row0?: number;
 }
 
 export async function rmsNorm(ctx: OpContext, a: RmsNormArgs): Promise<void> {
@@ -21,7 +23,7 @@ export async function rmsNorm(ctx: OpContext, a: RmsNormArgs): Promise<void> {
   if (a.gather) buffers.idx = a.gather;
   await record(ctx, { file: "rms_norm.wgsl", defines: a.gather ? { GATHER: 1 } : {}, overrides: { WG } }, {
     buffers,
-    params: { R: a.R, H: a.H, eps: a.eps },
+    params: { R: a.R, H: a.H, eps: a.eps, row0: a.row0 ?? 0 },
     grid: [a.R, 1, 1],
   });
 }

@@ -62,15 +62,17 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "kernel variants the benchmark sweeps: 2 and 4 columns per team, no magic dequant, no 4-column path, WG 128, T 8",
+      "kernel variants the benchmark sweeps: 2 and 4 columns per team, no magic dequant, 1 and 4 Q4 units per lane, WG 128, T 8 and 96",
       on(path, async (gpu) => {
         const variants: Partial<MatmulTuning["vec"]>[] = [
           { R: 2 },
           { R: 4 },
           { magic: false },
-          { r4: false },
+          { U: 1 },
+          { U: 4 },
           { WG: 128 },
           { T: 8 },
+          { T: 96 },
         ];
         for (const v of variants) {
           const prev = setMatmulTuning({ vec: v });
@@ -88,15 +90,32 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
+      "fused RMSNorm (decode rows): every format family, M = 1 and 6, each epilogue, row0 > 0",
+      on(path, async (gpu) => {
+        for (const w of ["q4g64", "q4g128", "q8g32", "q3g64", "bf16", "f16"]) {
+          for (const [s, e] of EPILOGUES.entries()) {
+            for (const M of [1, 6]) {
+              await expectCase(gpu, matmulVecCase, { w, ...e, M, N: 53, K: kFor(w), norm: 1, row0: 1 }, 20 + s + M);
+            }
+          }
+        }
+        // A long row: the Q4 team spans several subgroups.
+        await expectCase(gpu, matmulVecCase, { w: "q4g64", M: 3, N: 21, K: 4096, norm: 1, out: "f32" }, 7);
+      }),
+    );
+
+    test(
       "batch invariance: each row's bits are the same at M = 1 as inside M = 13 or other blocks",
       on(path, async (gpu) => {
         for (
           const s of [
-            { w: "q4g64", K: 320 },
-            { w: "q4g64", K: 2176 },
-            { w: "q8g32", K: 224 },
-            { w: "q3g64", K: 320 },
-            { w: "f16", K: 1096 },
+            { w: "q4g64", K: 320, norm: 0 },
+            { w: "q4g64", K: 2176, norm: 0 },
+            { w: "q8g32", K: 224, norm: 0 },
+            { w: "q3g64", K: 320, norm: 0 },
+            { w: "f16", K: 1096, norm: 0 },
+            { w: "q4g64", K: 2176, norm: 1 },
+            { w: "q8g32", K: 224, norm: 1 },
           ]
         ) {
           const i = matmulInputs(gpu, "vec", { ...s, M: 13, N: 45 });

@@ -1,6 +1,6 @@
 /**
  * rms_norm.wgsl through src/ops/norm.ts against src/lab/ref/norm.ts, with and without the row gather,
- * rows of very different scale, H from 1 to above the 256-lane workgroup.
+ * rows of very different scale, H from 1 to above the 256-lane workgroup, a first row > 0.
  * Tolerance (y is f32 on both paths: it feeds a matmul): |d| ≤ 1e-6 + 2e-6·|ref|.
  */
 import { describe, test } from "vitest";
@@ -31,6 +31,12 @@ for (const path of ["f16", "f32"] as const) {
         for (const [k, H] of [321, 1031].entries()) {
           await expectCase(gpu, rmsNormCase, { H, R: 7, gather: 1, X: 13, eps: 1e-6 }, 10 + k);
         }
+      }),
+    );
+    test(
+      "row0 > 0: only a step's prefill rows, earlier rows left alone",
+      on(path, async (gpu) => {
+        await expectCase(gpu, rmsNormCase, { H: 1031, R: 5, gather: 0, X: 9, row0: 4, eps: 1e-6 }, 12);
       }),
     );
   });

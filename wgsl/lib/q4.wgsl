@@ -1,6 +1,14 @@
-// Q4 helpers of matmul_vec.wgsl (included after its bindings: they read x, scales and biases).
+// The Q4 path of matmul_vec.wgsl (included after its bindings: reads x, w, scales, biases, gamma).
+// A team of T lanes computes 4 adjacent columns for all M rows. Lane t takes units t, t+T, ... of the four
+// columns, with the next unit's weights and scales loaded before this one is used (bytes in flight); each
+// x value loaded feeds 4 weight units. T may span several subgroups (K split inside the workgroup), so
+// short rows still put enough loads in flight to fill the GPU.
 // Q4 without int→float conversions (slow on GPUs): OR-ing nibble k of a half-word into the mantissa of 2^23
 // gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per unit.
+#if Q4
+// Per sub-team (TS lanes) partial sums: MB rows' 4-column accumulators, then the rows' Σx².
+var<workgroup> part: array<vec4<f32>, (WG / TS) * (MB + 1u)>;
+
 // 2^23 + q·16^k for the four nibbles of a half-word, minus 2^23: q·16^k exactly, no conversion.
 fn magic4(h: u32) -> vec4<f32> {
   let v = (vec4<u32>(h) & vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u)) | vec4<u32>(0x4b000000u);
@@ -8,25 +16,9 @@ fn magic4(h: u32) -> vec4<f32> {
 }
 fn nib8lo(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u)); }
 fn nib8hi(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u)); }
-#if Q4
-// (Σ q·x, Σ x) of one 32-value Q4 unit against x[xb .. xb+8) (vec4 index). Named values only: arrays in
-// this hot loop end up in local memory on some compilers.
-fn q4dot(q: vec4<u32>, xb: u32) -> vec2<f32> {
-  let x0 = x[xb];
-  let x1 = x[xb + 1u];
-  let x2 = x[xb + 2u];
-  let x3 = x[xb + 3u];
-  let x4 = x[xb + 4u];
-  let x5 = x[xb + 5u];
-  let x6 = x[xb + 6u];
-  let x7 = x[xb + 7u];
-  let sx = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
-  // The same dot code as the single-row path's q4dot8: batched rows get bit-identical results.
-  let d = q4dot8(q, x0, x1, x2, x3, x4, x5, x6, x7);
-  return vec2<f32>(d, sx.x + sx.y + sx.z + sx.w);
-}
 
-// Σ q·x of one Q4 unit against x values already in registers (shared by the R4 columns of a lane).
+// Σ q·x of one Q4 unit against x values in registers. Named values only: arrays in this hot loop end up in
+// local memory on some compilers.
 fn q4dot8(q: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
           x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
 #if QMAGIC
@@ -49,5 +41,151 @@ fn scale_bias(n: u32, u: u32, gpr: u32) -> vec2<f32> {
   let gi = n * gpr + (u * 32u) / GS;
   return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
 }
-#endif
 
+struct RowDot { d: vec4<f32>, ss: f32 }
+
+// One row, one unit, four columns: scale·Σq·x̂ + bias·Σx̂ per column, and Σx² of the raw x (NORM).
+fn q4row(xb: u32, u: u32, q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>, sc: vec4<f32>, bi: vec4<f32>) -> RowDot {
+  var x0 = x[xb];
+  var x1 = x[xb + 1u];
+  var x2 = x[xb + 2u];
+  var x3 = x[xb + 3u];
+  var x4 = x[xb + 4u];
+  var x5 = x[xb + 5u];
+  var x6 = x[xb + 6u];
+  var x7 = x[xb + 7u];
+  var ss = 0.0;
+#ifdef NORM
+  ss = ((dot(x0, x0) + dot(x1, x1)) + (dot(x2, x2) + dot(x3, x3))) + ((dot(x4, x4) + dot(x5, x5)) + (dot(x6, x6) + dot(x7, x7)));
+  let g = u * 8u;
+  x0 *= gamma[g];
+  x1 *= gamma[g + 1u];
+  x2 *= gamma[g + 2u];
+  x3 *= gamma[g + 3u];
+  x4 *= gamma[g + 4u];
+  x5 *= gamma[g + 5u];
+  x6 *= gamma[g + 6u];
+  x7 *= gamma[g + 7u];
+#endif
+  let sv = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+  let sx = sv.x + sv.y + sv.z + sv.w;
+  let d = vec4<f32>(q4dot8(q0, x0, x1, x2, x3, x4, x5, x6, x7), q4dot8(q1, x0, x1, x2, x3, x4, x5, x6, x7),
+                    q4dot8(q2, x0, x1, x2, x3, x4, x5, x6, x7), q4dot8(q3, x0, x1, x2, x3, x4, x5, x6, x7));
+  return RowDot(sc * d + bi * sx, ss);
+}
+
+// Sum of v over the TS lanes of a sub-team (subgroup shuffles in a fixed order; identity when TS = 1).
+fn sub_sum(v: vec4<f32>) -> vec4<f32> {
+  var s = v;
+#ifdef TEAM_SUBGROUP
+  for (var mask = TS / 2u; mask > 0u; mask = mask >> 1u) { s += subgroupShuffleXor(s, mask); }
+#endif
+  return s;
+}
+
+// The team's partial sums of slot i, in sub-team order.
+fn team_total(team: u32, i: u32) -> vec4<f32> {
+  let P = T / TS;
+  var s = part[(team * P) * (MB + 1u) + i];
+  for (var p = 1u; p < P; p++) { s += part[(team * P + p) * (MB + 1u) + i]; }
+  return s;
+}
+
+fn q4_team(tid: u32, lane: u32, lid: u32) {
+  let K4 = params.K / 4u;
+  let units = params.K / 32u;
+  let gpr = params.K / GS;
+  let nb = tid * 4u;
+  let c0 = min(nb, params.N - 1u);   // columns clamped in range: computed, never written
+  let c1 = min(nb + 1u, params.N - 1u);
+  let c2 = min(nb + 2u, params.N - 1u);
+  let c3 = min(nb + 3u, params.N - 1u);
+  let team = lid / T;
+  for (var m0 = 0u; m0 < params.M; m0 += MB) {
+    let r0 = (params.row0 + m0) * K4;
+#if MB4
+    let r1 = (params.row0 + min(m0 + 1u, params.M - 1u)) * K4;
+    let r2 = (params.row0 + min(m0 + 2u, params.M - 1u)) * K4;
+    let r3 = (params.row0 + min(m0 + 3u, params.M - 1u)) * K4;
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+#endif
+    var a0 = vec4<f32>(0.0);
+    var ss = vec4<f32>(0.0);
+    let uf = min(lane, units - 1u);
+    var q0 = w[c0 * units + uf];
+    var q1 = w[c1 * units + uf];
+    var q2 = w[c2 * units + uf];
+    var q3 = w[c3 * units + uf];
+    var s0 = scale_bias(c0, uf, gpr);
+    var s1 = scale_bias(c1, uf, gpr);
+    var s2 = scale_bias(c2, uf, gpr);
+    var s3 = scale_bias(c3, uf, gpr);
+    for (var u = lane; u < units; u += T) {
+      let un = min(u + T, units - 1u);
+      let n0q = w[c0 * units + un];
+      let n1q = w[c1 * units + un];
+      let n2q = w[c2 * units + un];
+      let n3q = w[c3 * units + un];
+      let n0s = scale_bias(c0, un, gpr);
+      let n1s = scale_bias(c1, un, gpr);
+      let n2s = scale_bias(c2, un, gpr);
+      let n3s = scale_bias(c3, un, gpr);
+      let sc = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
+      let bi = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+      // Row by row, the same code whatever MB is: a row's bits never depend on M.
+      let d0 = q4row(r0 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      a0 += d0.d;
+      ss.x += d0.ss;
+#if MB4
+      let d1 = q4row(r1 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      a1 += d1.d;
+      ss.y += d1.ss;
+      let d2 = q4row(r2 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      a2 += d2.d;
+      ss.z += d2.ss;
+      let d3 = q4row(r3 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      a3 += d3.d;
+      ss.w += d3.ss;
+#endif
+      q0 = n0q;
+      q1 = n1q;
+      q2 = n2q;
+      q3 = n3q;
+      s0 = n0s;
+      s1 = n1s;
+      s2 = n2s;
+      s3 = n3s;
+    }
+    // Team sum in a fixed order: shuffles inside each sub-team, then the sub-teams in order.
+    let p = (lid / TS) * (MB + 1u);
+    let t0 = sub_sum(a0);
+#if MB4
+    let t1 = sub_sum(a1);
+    let t2 = sub_sum(a2);
+    let t3 = sub_sum(a3);
+#endif
+    let tss = sub_sum(ss);
+    if (lid % TS == 0u) {
+      part[p] = t0;
+#if MB4
+      part[p + 1u] = t1;
+      part[p + 2u] = t2;
+      part[p + 3u] = t3;
+#endif
+      part[p + MB] = tss;
+    }
+    workgroupBarrier();
+    if (lane < 4u && nb + lane < params.N) {
+      let n = nb + lane;
+      let sst = team_total(team, MB);
+      for (var j = 0u; j < MB; j++) {
+        if (m0 + j >= params.M) { break; }
+        store(params.row0 + m0 + j, n, team_total(team, j)[lane] * norm_factor(sst[j]));
+      }
+    }
+    workgroupBarrier();
+  }
+}
+#endif

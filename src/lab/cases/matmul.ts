@@ -12,6 +12,7 @@ import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { matmulRef } from "../ref/matmul.ts";
+import { rmsNormRef } from "../ref/norm.ts";
 import { parseFormat, weightBytes } from "../ref/quant.ts";
 import type { Rng } from "../rng.ts";
 import { checkFormat, randomWeights, type ShardData, uploadLinear } from "./weights.ts";
@@ -32,6 +33,9 @@ export interface MatmulInputs extends CaseInputs {
   x: Float64Array;
   shards: ShardData[];
   bias?: Float64Array;
+  /** (K) RMSNorm weight when the norm is fused (vector mode, shape key norm = 1). */
+  gamma?: Float64Array;
+  eps: number;
   /** (row0 + M, ldy) initial y, in the output dtype. */
   y0: Float64Array;
   /** Columns the reference computes (all when absent). */
@@ -67,6 +71,10 @@ export function makeMatmul(
     maxBinding: env.maxBinding,
   });
   const bias = shape.bias ? Float64Array.from({ length: N }, () => Math.fround(rng.signed(0.5))) : undefined;
+  if (shape.norm && mode !== "vec") throw new ShapeError("matmul: norm = 1 (fused RMSNorm) is a vector-mode option");
+  // Norm weights around 1 with a real spread; the residual rows get a scale far from 1 so the norm matters.
+  const gamma = shape.norm ? Float64Array.from({ length: K }, () => Math.fround(1 + rng.signed(0.5))) : undefined;
+  if (gamma) for (let i = 0; i < x.length; i++) x[i] = Math.fround(x[i] * 7.5);
   const yAct: ActDtype = out === "act" ? env.act : "f32";
   const y0 = Float64Array.from({ length: rows * ldy }, () => roundAct(rng.signed(1), yAct));
   let cols: number[] | undefined;
@@ -76,7 +84,7 @@ export function makeMatmul(
     while (set.size < Math.min(want, N)) set.add(rng.int(0, N));
     cols = [...set].sort((a, b) => a - b);
   }
-  return { shape, act: env.act, mode, M, N, K, row0, ldy, nOff, out, format, x, shards, bias, y0, cols };
+  return { shape, act: env.act, mode, M, N, K, row0, ldy, nOff, out, format, x, shards, bias, gamma, eps: 1e-6, y0, cols };
 }
 
 /**
@@ -93,9 +101,10 @@ export async function bindMatmul(
   const x = set.upload("x", Float32Array.from(i.x));
   const w = uploadLinear(set, "w", i.format, i.N, i.K, i.shards, i.bias);
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
+  const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
   for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
-    await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff });
+    await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
   }
   const n = i.y0.length;
   return seal(set, ctx, { maxKvLen: 1 }, async () => ({
@@ -123,6 +132,7 @@ const KEYS = {
   out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add)",
   bias: "1: add a real bias (Qwen2 q/k/v)",
   shards: "minimum row shards of W (more when a shard would pass the binding limit)",
+  norm: "1: RMS-normalise each x row (· a random weight) inside the kernel (vector mode; decode rows)",
   row0: "first row of x and y",
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
@@ -137,6 +147,7 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
     // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
     defaults: {
       M: mode === "vec" ? 1 : 512,
+      norm: 0,
       N: 19456,
       K: 2560,
       w: "q4g64",
@@ -150,6 +161,7 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
     },
     small: {
       M: mode === "vec" ? 5 : 67,
+      norm: 0,
       N: 67,
       K: 320,
       w: "q4g64",
@@ -164,7 +176,7 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
-    check: (got, i) => compareAll(got, { y: matmulRef(i) }, matmulTolerance(i.shape, i.act)),
+    check: (got, i) => compareAll(got, { y: matmulRef({ ...i, x: normedRows(i) }) }, matmulTolerance(i.shape, i.act)),
     tolerance: matmulTolerance,
     cost(shape, act) {
       const M = Number(shape.M), N = Number(shape.N), K = Number(shape.K);
@@ -177,6 +189,15 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
       };
     },
   };
+}
+
+/** x as the matmul sees it: with a fused norm, rows row0..row0+M normalised in float64. */
+function normedRows(i: MatmulInputs): Float64Array {
+  if (!i.gamma) return i.x;
+  const x = Float64Array.from(i.x);
+  const b = i.row0 * i.K;
+  x.set(rmsNormRef({ x: i.x.subarray(b, b + i.M * i.K), weight: i.gamma, R: i.M, H: i.K, eps: i.eps }), b);
+  return x;
 }
 
 export const matmulVecCase: KernelCase<MatmulInputs> = matmulCase("vec");
