@@ -77,17 +77,17 @@ let tokenSec = 0;
 for (const [name, N, K] of shapes) {
   const sets = Array.from({ length: 6 }, () => qlinear(N, K)); // cycle weights so L2 does not hold them
   const bytes = N * K * (0.5 + 4 / 64);
-  // Q4 vector kernel: T = 0 picks the team from K (~U units per lane, teams may span subgroups); T = 32 is
+  // Q4 vector kernel: T = 0 picks the team from K (~U words per lane, teams may span subgroups); T = 32 is
   // the previous one-subgroup team. NORM: the decode path's fused RMSNorm.
   const gamma = buf(K * 4);
   for (const M of [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
     const cfgs: [number, number, number, boolean][] = [];
-    for (const U of [1, 2, 3, 4]) for (const WG of [64, 128, 256]) cfgs.push([0, U, WG, false]);
-    cfgs.push([32, 0, 64, false], [0, 2, 64, true], [0, 1, 128, true]);
+    for (const U of [2, 4, 8, 16]) for (const WG of [64, 128, 256]) cfgs.push([0, U, WG, false]);
+    cfgs.push([32, 0, 64, false], [0, 8, 64, true], [0, 4, 128, true]);
     for (const [T, U, WG, norm] of cfgs) {
       if (QUICK && M === 4 && (WG !== 64 || norm)) continue;
-      setMatmulTuning({ vec: { T, U: U || 2, R: 1, WG, magic: true } });
+      setMatmulTuning({ vec: { T, U: U || 8, R: 1, WG, magic: true } });
       const n = norm ? { weight: gamma, eps: 1e-6 } : undefined;
       const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} U=${U} WG=${WG} norm=${norm}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
       if (per < bestPer && !norm) { bestPer = per; bestCfg = `T=${T} U=${U} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
@@ -95,7 +95,7 @@ for (const [name, N, K] of shapes) {
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 2, R: 1, WG: 64, magic: true } });
+  setMatmulTuning({ vec: { T: 0, U: 8, R: 1, WG: 64, magic: true } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
   if (F32) continue;
   for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {

@@ -4,7 +4,8 @@
 //   x̂ = x, or with NORM the row's RMSNorm x·rsqrt(mean(x²) + eps)·gamma, fused into the x loads (decode
 //   rows skip a separate norm dispatch: Σx² is summed alongside the dot and applied once per output).
 //
-// Weight formats (define): Q4, Q8   MLX affine, 32-value units read as 1 or 2 vec4<u32>
+// Weight formats (define): Q4       MLX affine 4-bit, one u32 word (8 values) per lane (lib/q4.wgsl)
+//                          Q8       MLX affine 8-bit, 32-value units read as 2 vec4<u32>
 //                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may straddle words
 //                          WF16, WBF16  16-bit floats, 8-value units read as one vec4<u32>
 //   quantized: w = scale·q + bias per group of GS values along K (scales/biases 16-bit, SCALE_F16 or bf16);
@@ -47,6 +48,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 #ifdef QGEN
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+#elif Q4
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 #else
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;

@@ -34,7 +34,7 @@ export interface MatmulArgs {
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
   /**
-   * Vector kernel: lanes per team (0 = pick from K), Q4 units per lane when T is picked, least workgroup
+   * Vector kernel: lanes per team (0 = pick from K), Q4 words per lane when T is picked, least workgroup
    * size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant.
    */
   vec: { T: number; U: number; WG: number; R: number; magic: boolean };
@@ -42,7 +42,7 @@ export interface MatmulTuning {
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, U: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = { vec: { T: 0, U: 8, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -77,7 +77,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     if (a.mode === "vec") {
       const units = K / unit;
       const q4 = w.format.kind === "q" && w.format.bits === 4;
-      const v = vecShape(info, units, q4);
+      const v = vecShape(info, q4 ? K / 8 : units, q4);
       if (a.norm) {
         buffers.gamma = a.norm.weight;
       }
@@ -113,10 +113,10 @@ function vecShape(info: Gpu["info"], units: number, q4: boolean): { T: number; T
   const sub = info.subgroups ? info.subgroupMinSize : 0;
   let T = tuning.vec.T;
   if (q4) {
-    // Q4 teams may span subgroups (sub-team sums by shuffle, then through workgroup memory): ~U units per
-    // lane, so short rows still have enough lanes, and loads, in flight.
+    // Q4 (`units` = 8-value words) teams may span subgroups (sub-team sums by shuffle, then through
+    // workgroup memory): ~U words per lane, so short rows still have enough lanes, and loads, in flight.
     if (!T) {
-      T = sub >= 2 ? sub * Math.ceil(units / (sub * tuning.vec.U)) : Math.min(32, Math.max(2, nextPow2(Math.ceil(units / 8))));
+      T = sub >= 2 ? sub * Math.ceil(units / (sub * tuning.vec.U)) : Math.min(32, Math.max(2, nextPow2(Math.ceil(units / tuning.vec.U))));
       T = Math.min(T, 256 - (256 % Math.max(1, sub)));
     }
     let TS = 1;

@@ -62,14 +62,14 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "kernel variants the benchmark sweeps: 2 and 4 columns per team, no magic dequant, 1 and 4 Q4 units per lane, WG 128, T 8 and 96",
+      "kernel variants the benchmark sweeps: 2 and 4 columns per team, no magic dequant, 1 and 3 Q4 words per lane, WG 128, T 8 and 96",
       on(path, async (gpu) => {
         const variants: Partial<MatmulTuning["vec"]>[] = [
           { R: 2 },
           { R: 4 },
           { magic: false },
           { U: 1 },
-          { U: 4 },
+          { U: 3 },
           { WG: 128 },
           { T: 8 },
           { T: 96 },

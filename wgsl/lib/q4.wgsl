@@ -1,10 +1,11 @@
 // The Q4 path of matmul_vec.wgsl (included after its bindings: reads x, w, scales, biases, gamma).
-// A team of T lanes computes 4 adjacent columns for all M rows. Lane t takes units t, t+T, ... of the four
-// columns, with the next unit's weights and scales loaded before this one is used (bytes in flight); each
-// x value loaded feeds 4 weight units. T may span several subgroups (K split inside the workgroup), so
-// short rows still put enough loads in flight to fill the GPU.
+// A team of T lanes computes 4 adjacent columns for all M rows. Lane t takes words t, t+T, ... (8 values
+// each) of the four columns, so a subgroup's loads are contiguous: 128 B of each column's weights and 1 KB
+// of x per load, not one cache line per lane (x loads were the limit with 32-value units per lane). The
+// next word's weights and scales are loaded before this one is used (bytes in flight); each x value feeds
+// 4 columns. T may span several subgroups (K split inside the workgroup).
 // Q4 without int→float conversions (slow on GPUs): OR-ing nibble k of a half-word into the mantissa of 2^23
-// gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per unit.
+// gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per word.
 #if Q4
 // Per sub-team (TS lanes) partial sums: MB rows' 4-column accumulators, then the rows' Σx².
 var<workgroup> part: array<vec4<f32>, (WG / TS) * (MB + 1u)>;
@@ -17,60 +18,36 @@ fn magic4(h: u32) -> vec4<f32> {
 fn nib8lo(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u)); }
 fn nib8hi(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u)); }
 
-// Σ q·x of one Q4 unit against x values in registers. Named values only: arrays in this hot loop end up in
-// local memory on some compilers.
-fn q4dot8(q: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-          x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
+// Σ q·x of one word (8 values) against x values in registers.
+fn q4word(q: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
 #if QMAGIC
-  var pk = magic4(q.x & 0xffffu) * x0;
-  pk = fma(magic4(q.x >> 16u), x1, pk);
-  pk = fma(magic4(q.y & 0xffffu), x2, pk);
-  pk = fma(magic4(q.y >> 16u), x3, pk);
-  pk = fma(magic4(q.z & 0xffffu), x4, pk);
-  pk = fma(magic4(q.z >> 16u), x5, pk);
-  pk = fma(magic4(q.w & 0xffffu), x6, pk);
-  pk = fma(magic4(q.w >> 16u), x7, pk);
+  let pk = fma(magic4(q >> 16u), x1, magic4(q & 0xffffu) * x0);
   return dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
 #else
-  return (dot(nib8lo(q.x), x0) + dot(nib8hi(q.x), x1)) + (dot(nib8lo(q.y), x2) + dot(nib8hi(q.y), x3)) +
-         (dot(nib8lo(q.z), x4) + dot(nib8hi(q.z), x5)) + (dot(nib8lo(q.w), x6) + dot(nib8hi(q.w), x7));
+  return dot(nib8lo(q), x0) + dot(nib8hi(q), x1);
 #endif
 }
 
-fn scale_bias(n: u32, u: u32, gpr: u32) -> vec2<f32> {
-  let gi = n * gpr + (u * 32u) / GS;
+fn scale_bias(n: u32, wi: u32, gpr: u32) -> vec2<f32> {
+  let gi = n * gpr + (wi * 8u) / GS;
   return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
 }
 
 struct RowDot { d: vec4<f32>, ss: f32 }
 
-// One row, one unit, four columns: scale·Σq·x̂ + bias·Σx̂ per column, and Σx² of the raw x (NORM).
-fn q4row(xb: u32, u: u32, q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>, sc: vec4<f32>, bi: vec4<f32>) -> RowDot {
+// One row, one word, four columns: scale·Σq·x̂ + bias·Σx̂ per column, and Σx² of the raw x (NORM).
+fn q4row(xb: u32, g0: vec4<f32>, g1: vec4<f32>, q0: u32, q1: u32, q2: u32, q3: u32, sc: vec4<f32>, bi: vec4<f32>) -> RowDot {
   var x0 = x[xb];
   var x1 = x[xb + 1u];
-  var x2 = x[xb + 2u];
-  var x3 = x[xb + 3u];
-  var x4 = x[xb + 4u];
-  var x5 = x[xb + 5u];
-  var x6 = x[xb + 6u];
-  var x7 = x[xb + 7u];
   var ss = 0.0;
 #ifdef NORM
-  ss = ((dot(x0, x0) + dot(x1, x1)) + (dot(x2, x2) + dot(x3, x3))) + ((dot(x4, x4) + dot(x5, x5)) + (dot(x6, x6) + dot(x7, x7)));
-  let g = u * 8u;
-  x0 *= gamma[g];
-  x1 *= gamma[g + 1u];
-  x2 *= gamma[g + 2u];
-  x3 *= gamma[g + 3u];
-  x4 *= gamma[g + 4u];
-  x5 *= gamma[g + 5u];
-  x6 *= gamma[g + 6u];
-  x7 *= gamma[g + 7u];
+  ss = dot(x0, x0) + dot(x1, x1);
+  x0 *= g0;
+  x1 *= g1;
 #endif
-  let sv = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
-  let sx = sv.x + sv.y + sv.z + sv.w;
-  let d = vec4<f32>(q4dot8(q0, x0, x1, x2, x3, x4, x5, x6, x7), q4dot8(q1, x0, x1, x2, x3, x4, x5, x6, x7),
-                    q4dot8(q2, x0, x1, x2, x3, x4, x5, x6, x7), q4dot8(q3, x0, x1, x2, x3, x4, x5, x6, x7));
+  let sv = x0 + x1;
+  let sx = (sv.x + sv.y) + (sv.z + sv.w);
+  let d = vec4<f32>(q4word(q0, x0, x1), q4word(q1, x0, x1), q4word(q2, x0, x1), q4word(q3, x0, x1));
   return RowDot(sc * d + bi * sx, ss);
 }
 
@@ -93,7 +70,7 @@ fn team_total(team: u32, i: u32) -> vec4<f32> {
 
 fn q4_team(tid: u32, lane: u32, lid: u32) {
   let K4 = params.K / 4u;
-  let units = params.K / 32u;
+  let wpr = params.K / 8u;           // words per row
   let gpr = params.K / GS;
   let nb = tid * 4u;
   let c0 = min(nb, params.N - 1u);   // columns clamped in range: computed, never written
@@ -113,39 +90,46 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
 #endif
     var a0 = vec4<f32>(0.0);
     var ss = vec4<f32>(0.0);
-    let uf = min(lane, units - 1u);
-    var q0 = w[c0 * units + uf];
-    var q1 = w[c1 * units + uf];
-    var q2 = w[c2 * units + uf];
-    var q3 = w[c3 * units + uf];
-    var s0 = scale_bias(c0, uf, gpr);
-    var s1 = scale_bias(c1, uf, gpr);
-    var s2 = scale_bias(c2, uf, gpr);
-    var s3 = scale_bias(c3, uf, gpr);
-    for (var u = lane; u < units; u += T) {
-      let un = min(u + T, units - 1u);
-      let n0q = w[c0 * units + un];
-      let n1q = w[c1 * units + un];
-      let n2q = w[c2 * units + un];
-      let n3q = w[c3 * units + un];
-      let n0s = scale_bias(c0, un, gpr);
-      let n1s = scale_bias(c1, un, gpr);
-      let n2s = scale_bias(c2, un, gpr);
-      let n3s = scale_bias(c3, un, gpr);
+    let wf = min(lane, wpr - 1u);
+    var q0 = w[c0 * wpr + wf];
+    var q1 = w[c1 * wpr + wf];
+    var q2 = w[c2 * wpr + wf];
+    var q3 = w[c3 * wpr + wf];
+    var s0 = scale_bias(c0, wf, gpr);
+    var s1 = scale_bias(c1, wf, gpr);
+    var s2 = scale_bias(c2, wf, gpr);
+    var s3 = scale_bias(c3, wf, gpr);
+    for (var wi = lane; wi < wpr; wi += T) {
+      let wn = min(wi + T, wpr - 1u);
+      let n0q = w[c0 * wpr + wn];
+      let n1q = w[c1 * wpr + wn];
+      let n2q = w[c2 * wpr + wn];
+      let n3q = w[c3 * wpr + wn];
+      let n0s = scale_bias(c0, wn, gpr);
+      let n1s = scale_bias(c1, wn, gpr);
+      let n2s = scale_bias(c2, wn, gpr);
+      let n3s = scale_bias(c3, wn, gpr);
       let sc = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
       let bi = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+#ifdef NORM
+      let g0 = gamma[wi * 2u];
+      let g1 = gamma[wi * 2u + 1u];
+#else
+      let g0 = vec4<f32>(1.0);
+      let g1 = vec4<f32>(1.0);
+#endif
       // Row by row, the same code whatever MB is: a row's bits never depend on M.
-      let d0 = q4row(r0 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      let d0 = q4row(r0 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
       a0 += d0.d;
       ss.x += d0.ss;
 #if MB4
-      let d1 = q4row(r1 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      let d1 = q4row(r1 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
       a1 += d1.d;
       ss.y += d1.ss;
-      let d2 = q4row(r2 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      let d2 = q4row(r2 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
       a2 += d2.d;
       ss.z += d2.ss;
-      let d3 = q4row(r3 + u * 8u, u, q0, q1, q2, q3, sc, bi);
+      let d3 = q4row(r3 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
       a3 += d3.d;
       ss.w += d3.ss;
 #endif
