@@ -2,7 +2,7 @@
 import { Gpu } from "../src/gpu/device.ts";
 import { encodeDispatches, ParamArena } from "../src/gpu/kernel.ts";
 import { matmul } from "../src/ops/matmul.ts";
-import { attentionDecode } from "../src/ops/attention.ts";
+import { attentionDecode, setDecodeAttentionTuning } from "../src/ops/attention.ts";
 import type { Linear } from "../src/ops/linear.ts";
 import { setMatmulTuning } from "../src/ops/matmul.ts";
 
@@ -74,7 +74,8 @@ const x = buf(4096 * 9728 * 2); const y = buf(4096 * 19456 * 2);
 const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o", H, NQ * D], ["gate_up", 2 * I, H], ["down", H, I], ["lm_head", 16384, H]];
 const best: Record<string, string> = {};
 let tokenSec = 0;
-for (const [name, N, K] of shapes) {
+const ATTN_ONLY = Deno.args.includes("--attn-only");
+for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
   const sets = Array.from({ length: 6 }, () => qlinear(N, K)); // cycle weights so L2 does not hold them
   const bytes = N * K * (0.5 + 4 / 64);
   // Q4 vector kernel: T = 0 picks the team from K (~U words per lane, teams may span subgroups); T = 32 is
@@ -82,20 +83,20 @@ for (const [name, N, K] of shapes) {
   const gamma = buf(K * 4);
   for (const M of [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
-    const cfgs: [number, number, number, boolean][] = [];
-    for (const U of [2, 4, 8, 16]) for (const WG of [64, 128, 256]) cfgs.push([0, U, WG, false]);
-    cfgs.push([32, 0, 64, false], [0, 8, 64, true], [0, 4, 128, true]);
-    for (const [T, U, WG, norm] of cfgs) {
+    const cfgs: [number, number, number, number, boolean][] = [];
+    for (const V of [1, 2, 4]) for (const U of [2, 4, 8]) for (const WG of [64, 256]) cfgs.push([0, U, V, WG, false]);
+    cfgs.push([0, 4, 2, 64, true], [0, 2, 4, 64, true]);
+    for (const [T, U, V, WG, norm] of cfgs) {
       if (QUICK && M === 4 && (WG !== 64 || norm)) continue;
-      setMatmulTuning({ vec: { T, U: U || 8, R: 1, WG, magic: true } });
+      setMatmulTuning({ vec: { T, U, V, R: 1, WG, magic: true } });
       const n = norm ? { weight: gamma, eps: 1e-6 } : undefined;
-      const per = await time(`vec ${name} ${N}x${K} M=${M} T=${T} U=${U} WG=${WG} norm=${norm}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
-      if (per < bestPer && !norm) { bestPer = per; bestCfg = `T=${T} U=${U} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
+      const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} WG=${WG} norm=${norm}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
+      if (per < bestPer && !norm) { bestPer = per; bestCfg = `U=${U} V=${V} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
     }
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 8, R: 1, WG: 64, magic: true } });
+  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, R: 1, WG: 64, magic: true } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
   if (F32) continue;
   for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
@@ -109,14 +110,17 @@ console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
 if (F32) Deno.exit(0);
 // decode attention at depth: one layer's KV, pages contiguous
-for (const len of [1024, 4096, 16384]) {
+for (const len of [1024, 4096, 16384]) for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) {
+  if (QUICK && len === 1024) continue;
+  setDecodeAttentionTuning({ split, wg });
   const ps = 16, pages = len / ps;
   const kv = buf(pages * 2 * NKV * ps * D * 2);
   const pt = new Uint32Array(pages).map((_, i) => i); const ptb = buf(pages * 4, false); dev.queue.writeBuffer(ptb, 0, pt);
   const rows = buf(16, false); dev.queue.writeBuffer(rows, 0, new Uint32Array([1, len - 1, 0, 1]));
-  const q = buf(NQ * D * 2); const out = buf(NQ * D * 2);
-  const maxSplit = Math.ceil(len / 256);
+  const q = buf(NQ * D * 2); const out = buf(NQ * D * 4);
+  const maxSplit = Math.ceil(len / split);
   const opart = buf(NQ * maxSplit * D * 4, false), ml = buf(NQ * maxSplit * 8, false);
   const kvBytes = len * NKV * D * 2 * 2;
-  await time(`attn decode len=${len}`, async (ctx) => { await attentionDecode(ctx, { rows, q, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit }); }, 50, kvBytes, 4 * NQ * len * D, len);
+  await time(`attn decode len=${len} split=${split} wg=${wg}`, async (ctx) => { await attentionDecode(ctx, { rows, q, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit }); }, 50, kvBytes, 4 * NQ * len * D, len);
+  for (const b of [kv, ptb, rows, q, out, opart, ml]) b.destroy();
 }

@@ -4,7 +4,7 @@
 //   x̂ = x, or with NORM the row's RMSNorm x·rsqrt(mean(x²) + eps)·gamma, fused into the x loads (decode
 //   rows skip a separate norm dispatch: Σx² is summed alongside the dot and applied once per output).
 //
-// Weight formats (define): Q4       MLX affine 4-bit, one u32 word (8 values) per lane (lib/q4.wgsl)
+// Weight formats (define): Q4       MLX affine 4-bit, chunks of QV words (8·QV values) per lane (lib/q4.wgsl)
 //                          Q8       MLX affine 8-bit, 32-value units read as 2 vec4<u32>
 //                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may straddle words
 //                          WF16, WBF16  16-bit floats, 8-value units read as one vec4<u32>
@@ -50,7 +50,14 @@ struct Params {
 #ifdef QGEN
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 #elif Q4
-@group(0) @binding(2) var<storage, read> w: array<u32>;
+#if QV4
+alias wq_t = vec4<u32>;
+#elif QV2
+alias wq_t = vec2<u32>;
+#else
+alias wq_t = u32;
+#endif
+@group(0) @binding(2) var<storage, read> w: array<wq_t>;
 #else
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 #endif

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
-import { DECODE_SPLIT } from "../ops/attention.ts";
+import { decodeSplit } from "../ops/attention.ts";
 
 export interface Dims {
   hidden: number;
@@ -56,7 +56,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
     });
   const R = cap.rows;
-  const maxSplit = Math.ceil(cap.context / DECODE_SPLIT);
+  const maxSplit = Math.ceil(cap.context / decodeSplit());
   return {
     rows: mk("rows", R * 16),
     x: mk("x", R * d.hidden * 4),
@@ -79,7 +79,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
 export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
   const ab = f16 ? 2 : 4;
   const R = cap.rows;
-  const maxSplit = Math.ceil(cap.context / DECODE_SPLIT);
+  const maxSplit = Math.ceil(cap.context / decodeSplit());
   return R * 16 + R * d.hidden * 8 + R * (d.nq + 2 * d.nkv) * d.hd * ab + R * d.nq * d.hd * (ab + 4) +
     R * d.intermediate * (2 * ab + 4) + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
     cap.logitRows * (d.hidden * 4 + d.vocab * 4);

@@ -5,8 +5,23 @@
  */
 import { check, type OpContext, record } from "./context.ts";
 
-/** Keys per split of decode attention: a row of length L uses ceil(L / SPLIT) workgroups per kv head. */
-export const DECODE_SPLIT = 256;
+/**
+ * Decode attention shape: keys per split (a row of length L uses ceil(L / split) workgroups per kv head)
+ * and workgroup size (key rows in flight = wg / (hd/8)). Defaults from H200 sweeps (bench/NOTES.md).
+ */
+const decodeTuning = { split: 256, wg: 128 };
+
+/** Keys per split of decode attention (sizes the split scratch buffers). */
+export function decodeSplit(): number {
+  return decodeTuning.split;
+}
+
+/** Overrides the decode attention shape (benchmark sweeps; set before buffers are sized). Returns the old one. */
+export function setDecodeAttentionTuning(t: Partial<typeof decodeTuning>): typeof decodeTuning {
+  const prev = { ...decodeTuning };
+  Object.assign(decodeTuning, t);
+  return prev;
+}
 
 interface Common {
   rows: GPUBuffer;
@@ -37,7 +52,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionDecode", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd <= 256 && a.hd % 8 === 0 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
-  check(DECODE_SPLIT / a.pageSize <= 63, "attentionDecode", `page size ${a.pageSize}: a split spans at most 64 pages`);
+  check(decodeTuning.split / a.pageSize <= 63, "attentionDecode", `page size ${a.pageSize}: a split spans at most 64 pages`);
   const L = a.hd / 8;
   const info = ctx.gpu.info;
   // The subgroup merge assumes a fixed subgroup size covering whole key groups.
@@ -48,19 +63,19 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   await record(ctx, {
     file: "attention_decode.wgsl",
     defines: useSg ? { LANE_SUBGROUP: 1 } : {},
-    overrides: { HD: a.hd, G, SPLIT: DECODE_SPLIT, WG: 128, ...(useSg ? { SG: sg } : {}) },
+    overrides: { HD: a.hd, G, SPLIT: decodeTuning.split, WG: decodeTuning.wg, ...(useSg ? { SG: sg } : {}) },
   }, {
     buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml, out: a.out },
     params: {
       row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
     },
-    grid: (s) => [a.D, a.nkv * blocks, Math.min(a.maxSplit, Math.ceil(s.maxKvLen / DECODE_SPLIT))],
+    grid: (s) => [a.D, a.nkv * blocks, Math.min(a.maxSplit, Math.ceil(s.maxKvLen / decodeTuning.split))],
   });
-  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: DECODE_SPLIT } }, {
+  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
     params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
     // Not needed while every row fits in one split (attention_decode then writes `out` itself).
-    grid: (s) => (s.maxKvLen > DECODE_SPLIT ? [a.D, a.nq, 1] : [0, 0, 0]),
+    grid: (s) => (s.maxKvLen > decodeTuning.split ? [a.D, a.nq, 1] : [0, 0, 0]),
   });
 }
 

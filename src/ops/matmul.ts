@@ -34,15 +34,15 @@ export interface MatmulArgs {
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
 export interface MatmulTuning {
   /**
-   * Vector kernel: lanes per team (0 = pick from K), Q4 words per lane when T is picked, least workgroup
-   * size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant.
+   * Vector kernel: lanes per team (0 = pick from K), Q4 chunks per lane when T is picked, Q4 words per
+   * chunk (1, 2, 4), least workgroup size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant.
    */
-  vec: { T: number; U: number; WG: number; R: number; magic: boolean };
+  vec: { T: number; U: number; V: number; WG: number; R: number; magic: boolean };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, U: 8, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = { vec: { T: 0, U: 4, V: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -77,14 +77,16 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     if (a.mode === "vec") {
       const units = K / unit;
       const q4 = w.format.kind === "q" && w.format.bits === 4;
-      const v = vecShape(info, q4 ? K / 8 : units, q4);
+      // Q4 chunks: QV words (8·QV values) per lane step; one scale group holds whole chunks.
+      const qv = q4 ? Math.min(tuning.vec.V, (w.format as { groupSize: number }).groupSize / 8) : 1;
+      const v = vecShape(info, q4 ? K / (8 * qv) : units, q4);
       if (a.norm) {
         buffers.gamma = a.norm.weight;
       }
       const magic = tuning.vec.magic && q4;
       const vdefs = {
         ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R: v.R, ...(v.TS > 1 ? { TEAM_SUBGROUP: 1 } : {}),
-        ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}),
+        ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}), ...(q4 ? { QV: qv, [`QV${qv}`]: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG: v.WG, T: v.T, TS: v.TS } }, {
         buffers,
@@ -113,8 +115,8 @@ function vecShape(info: Gpu["info"], units: number, q4: boolean): { T: number; T
   const sub = info.subgroups ? info.subgroupMinSize : 0;
   let T = tuning.vec.T;
   if (q4) {
-    // Q4 (`units` = 8-value words) teams may span subgroups (sub-team sums by shuffle, then through
-    // workgroup memory): ~U words per lane, so short rows still have enough lanes, and loads, in flight.
+    // Q4 (`units` = chunks of QV words) teams may span subgroups (sub-team sums by shuffle, then through
+    // workgroup memory): ~U chunks per lane, so short rows still have enough lanes, and loads, in flight.
     if (!T) {
       T = sub >= 2 ? sub * Math.ceil(units / (sub * tuning.vec.U)) : Math.min(32, Math.max(2, nextPow2(Math.ceil(units / tuning.vec.U))));
       T = Math.min(T, 256 - (256 % Math.max(1, sub)));

@@ -2,12 +2,14 @@
  * Attention over the paged cache against src/lab/ref/attention.ts, pages shuffled:
  *  - decode (attention_decode.wgsl + attention_combine.wgsl, split-K over 256 keys): GQA ratios 1, 3, 4,
  *    KV lengths over 256 (several splits), odd lengths, length 1, head dims 32/64/128, rows after row0;
+ *    64/128-key splits (up to 40 to merge) and 256-lane workgroups;
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16).
  */
 import { describe, test } from "vitest";
 import { attentionDecodeCase, attentionPrefillCase } from "../../src/lab/cases/attention.ts";
+import { setDecodeAttentionTuning } from "../../src/ops/attention.ts";
 import { devices, expectCase } from "../util/lab.ts";
 
 const { on } = devices();
@@ -20,6 +22,20 @@ for (const path of ["f16", "f32"] as const) {
         await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601 }, 1);
         await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 7, len: 513 }, 2);
         await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 257 }, 3);
+      }),
+    );
+    test(
+      "decode shapes the benchmark sweeps: 64- and 128-key splits (up to 40 splits to merge), 256-lane workgroups",
+      on(path, async (gpu) => {
+        for (const t of [{ split: 64, wg: 128 }, { split: 128, wg: 256 }, { split: 64, wg: 256 }]) {
+          const prev = setDecodeAttentionTuning(t);
+          try {
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
+          } finally {
+            setDecodeAttentionTuning(prev);
+          }
+        }
       }),
     );
     test(

@@ -1,12 +1,14 @@
 // The Q4 path of matmul_vec.wgsl (included after its bindings: reads x, w, scales, biases, gamma).
-// A team of T lanes computes 4 adjacent columns for all M rows. Lane t takes words t, t+T, ... (8 values
-// each) of the four columns, so a subgroup's loads are contiguous: 128 B of each column's weights and 1 KB
-// of x per load, not one cache line per lane (x loads were the limit with 32-value units per lane). The
-// next word's weights and scales are loaded before this one is used (bytes in flight); each x value feeds
-// 4 columns. T may span several subgroups (K split inside the workgroup).
+// A team of T lanes computes 4 adjacent columns for all M rows. Lane t takes chunks t, t+T, ... of QV
+// consecutive words (8·QV values, one scale group) of the four columns, so a subgroup's loads are
+// contiguous: QV·128 B of each column's weights and QV KB of x per load, not one cache line per lane. QV
+// trades x-load traffic (small QV) against scale loads and bytes in flight per lane (large QV). The next
+// chunk's weights and scales are loaded before this one is used; each x value feeds 4 columns. T may span
+// several subgroups (K split inside the workgroup), so short rows still fill the GPU.
 // Q4 without int→float conversions (slow on GPUs): OR-ing nibble k of a half-word into the mantissa of 2^23
-// gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per word.
+// gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per chunk.
 #if Q4
+const QV: u32 = {{QV}}u;   // words per chunk: 1, 2 or 4 (the weight binding's element type)
 // Per sub-team (TS lanes) partial sums: MB rows' 4-column accumulators, then the rows' Σx².
 var<workgroup> part: array<vec4<f32>, (WG / TS) * (MB + 1u)>;
 
@@ -17,38 +19,84 @@ fn magic4(h: u32) -> vec4<f32> {
 }
 fn nib8lo(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 4u, wd >> 8u, wd >> 12u) & vec4<u32>(15u)); }
 fn nib8hi(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd >> 16u, wd >> 20u, wd >> 24u, wd >> 28u) & vec4<u32>(15u)); }
-
-// Σ q·x of one word (8 values) against x values in registers.
-fn q4word(q: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+// Σ q·x of one word against its 8 x values, per nibble position (QMAGIC: still scaled by 16^k).
+fn wdot(q: u32, xa: vec4<f32>, xb: vec4<f32>, pk: vec4<f32>) -> vec4<f32> {
 #if QMAGIC
-  let pk = fma(magic4(q >> 16u), x1, magic4(q & 0xffffu) * x0);
-  return dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+  return fma(magic4(q >> 16u), xb, fma(magic4(q & 0xffffu), xa, pk));
 #else
-  return dot(nib8lo(q), x0) + dot(nib8hi(q), x1);
+  return fma(nib8hi(q), xb, fma(nib8lo(q), xa, pk));
 #endif
 }
 
-fn scale_bias(n: u32, wi: u32, gpr: u32) -> vec2<f32> {
-  let gi = n * gpr + (wi * 8u) / GS;
+// The x values of one chunk (8·QV), normalised when NORM. Named values only: arrays in this hot loop end
+// up in local memory on some compilers.
+struct XChunk { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, sx: f32, ss: f32 }
+
+fn xchunk(xb: u32, gb: u32) -> XChunk {
+  var c: XChunk;
+  c.x0 = x[xb];
+  c.x1 = x[xb + 1u];
+#if QV2
+  c.x2 = x[xb + 2u];
+  c.x3 = x[xb + 3u];
+#elif QV4
+  c.x2 = x[xb + 2u];
+  c.x3 = x[xb + 3u];
+  c.x4 = x[xb + 4u];
+  c.x5 = x[xb + 5u];
+  c.x6 = x[xb + 6u];
+  c.x7 = x[xb + 7u];
+#endif
+#ifdef NORM
+  c.ss = dot(c.x0, c.x0) + dot(c.x1, c.x1) + dot(c.x2, c.x2) + dot(c.x3, c.x3) +
+         dot(c.x4, c.x4) + dot(c.x5, c.x5) + dot(c.x6, c.x6) + dot(c.x7, c.x7);
+  c.x0 *= gamma[gb];
+  c.x1 *= gamma[gb + 1u];
+#if QV2
+  c.x2 *= gamma[gb + 2u];
+  c.x3 *= gamma[gb + 3u];
+#elif QV4
+  c.x2 *= gamma[gb + 2u];
+  c.x3 *= gamma[gb + 3u];
+  c.x4 *= gamma[gb + 4u];
+  c.x5 *= gamma[gb + 5u];
+  c.x6 *= gamma[gb + 6u];
+  c.x7 *= gamma[gb + 7u];
+#endif
+#endif
+  let sv = ((c.x0 + c.x1) + (c.x2 + c.x3)) + ((c.x4 + c.x5) + (c.x6 + c.x7));
+  c.sx = (sv.x + sv.y) + (sv.z + sv.w);
+  return c;
+}
+
+// Σ q·x̂ of one chunk of one column.
+fn cdot(q: wq_t, c: XChunk) -> f32 {
+#if QV2
+  let pk = wdot(q.y, c.x2, c.x3, wdot(q.x, c.x0, c.x1, vec4<f32>(0.0)));
+#elif QV4
+  let pk = wdot(q.w, c.x6, c.x7, wdot(q.z, c.x4, c.x5, wdot(q.y, c.x2, c.x3, wdot(q.x, c.x0, c.x1, vec4<f32>(0.0)))));
+#else
+  let pk = wdot(q, c.x0, c.x1, vec4<f32>(0.0));
+#endif
+#if QMAGIC
+  return dot(pk, vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625));
+#else
+  return pk.x + pk.y + pk.z + pk.w;
+#endif
+}
+
+fn scale_bias(n: u32, ci: u32, gpr: u32) -> vec2<f32> {
+  let gi = n * gpr + (ci * QV * 8u) / GS;
   return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
 }
 
 struct RowDot { d: vec4<f32>, ss: f32 }
 
-// One row, one word, four columns: scale·Σq·x̂ + bias·Σx̂ per column, and Σx² of the raw x (NORM).
-fn q4row(xb: u32, g0: vec4<f32>, g1: vec4<f32>, q0: u32, q1: u32, q2: u32, q3: u32, sc: vec4<f32>, bi: vec4<f32>) -> RowDot {
-  var x0 = x[xb];
-  var x1 = x[xb + 1u];
-  var ss = 0.0;
-#ifdef NORM
-  ss = dot(x0, x0) + dot(x1, x1);
-  x0 *= g0;
-  x1 *= g1;
-#endif
-  let sv = x0 + x1;
-  let sx = (sv.x + sv.y) + (sv.z + sv.w);
-  let d = vec4<f32>(q4word(q0, x0, x1), q4word(q1, x0, x1), q4word(q2, x0, x1), q4word(q3, x0, x1));
-  return RowDot(sc * d + bi * sx, ss);
+// One row, one chunk, four columns: scale·Σq·x̂ + bias·Σx̂ per column, and Σx² of the raw x (NORM).
+fn q4row(xb: u32, gb: u32, q0: wq_t, q1: wq_t, q2: wq_t, q3: wq_t, sc: vec4<f32>, bi: vec4<f32>) -> RowDot {
+  let c = xchunk(xb, gb);
+  let d = vec4<f32>(cdot(q0, c), cdot(q1, c), cdot(q2, c), cdot(q3, c));
+  return RowDot(sc * d + bi * c.sx, c.ss);
 }
 
 // Sum of v over the TS lanes of a sub-team (subgroup shuffles in a fixed order; identity when TS = 1).
@@ -70,7 +118,7 @@ fn team_total(team: u32, i: u32) -> vec4<f32> {
 
 fn q4_team(tid: u32, lane: u32, lid: u32) {
   let K4 = params.K / 4u;
-  let wpr = params.K / 8u;           // words per row
+  let cpr = params.K / (8u * QV);    // chunks per row
   let gpr = params.K / GS;
   let nb = tid * 4u;
   let c0 = min(nb, params.N - 1u);   // columns clamped in range: computed, never written
@@ -90,46 +138,40 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
 #endif
     var a0 = vec4<f32>(0.0);
     var ss = vec4<f32>(0.0);
-    let wf = min(lane, wpr - 1u);
-    var q0 = w[c0 * wpr + wf];
-    var q1 = w[c1 * wpr + wf];
-    var q2 = w[c2 * wpr + wf];
-    var q3 = w[c3 * wpr + wf];
-    var s0 = scale_bias(c0, wf, gpr);
-    var s1 = scale_bias(c1, wf, gpr);
-    var s2 = scale_bias(c2, wf, gpr);
-    var s3 = scale_bias(c3, wf, gpr);
-    for (var wi = lane; wi < wpr; wi += T) {
-      let wn = min(wi + T, wpr - 1u);
-      let n0q = w[c0 * wpr + wn];
-      let n1q = w[c1 * wpr + wn];
-      let n2q = w[c2 * wpr + wn];
-      let n3q = w[c3 * wpr + wn];
-      let n0s = scale_bias(c0, wn, gpr);
-      let n1s = scale_bias(c1, wn, gpr);
-      let n2s = scale_bias(c2, wn, gpr);
-      let n3s = scale_bias(c3, wn, gpr);
+    let cf = min(lane, cpr - 1u);
+    var q0 = w[c0 * cpr + cf];
+    var q1 = w[c1 * cpr + cf];
+    var q2 = w[c2 * cpr + cf];
+    var q3 = w[c3 * cpr + cf];
+    var s0 = scale_bias(c0, cf, gpr);
+    var s1 = scale_bias(c1, cf, gpr);
+    var s2 = scale_bias(c2, cf, gpr);
+    var s3 = scale_bias(c3, cf, gpr);
+    for (var ci = lane; ci < cpr; ci += T) {
+      let cn = min(ci + T, cpr - 1u);
+      let n0q = w[c0 * cpr + cn];
+      let n1q = w[c1 * cpr + cn];
+      let n2q = w[c2 * cpr + cn];
+      let n3q = w[c3 * cpr + cn];
+      let n0s = scale_bias(c0, cn, gpr);
+      let n1s = scale_bias(c1, cn, gpr);
+      let n2s = scale_bias(c2, cn, gpr);
+      let n3s = scale_bias(c3, cn, gpr);
       let sc = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
       let bi = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
-#ifdef NORM
-      let g0 = gamma[wi * 2u];
-      let g1 = gamma[wi * 2u + 1u];
-#else
-      let g0 = vec4<f32>(1.0);
-      let g1 = vec4<f32>(1.0);
-#endif
+      let xo = ci * 2u * QV;
       // Row by row, the same code whatever MB is: a row's bits never depend on M.
-      let d0 = q4row(r0 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
+      let d0 = q4row(r0 + xo, xo, q0, q1, q2, q3, sc, bi);
       a0 += d0.d;
       ss.x += d0.ss;
 #if MB4
-      let d1 = q4row(r1 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
+      let d1 = q4row(r1 + xo, xo, q0, q1, q2, q3, sc, bi);
       a1 += d1.d;
       ss.y += d1.ss;
-      let d2 = q4row(r2 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
+      let d2 = q4row(r2 + xo, xo, q0, q1, q2, q3, sc, bi);
       a2 += d2.d;
       ss.z += d2.ss;
-      let d3 = q4row(r3 + wi * 2u, g0, g1, q0, q1, q2, q3, sc, bi);
+      let d3 = q4row(r3 + xo, xo, q0, q1, q2, q3, sc, bi);
       a3 += d3.d;
       ss.w += d3.ss;
 #endif

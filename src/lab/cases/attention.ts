@@ -5,7 +5,7 @@
  * @module
  */
 import { ShapeError } from "../../errors.ts";
-import { attentionDecode, attentionPrefill, DECODE_SPLIT } from "../../ops/attention.ts";
+import { attentionDecode, attentionPrefill, decodeSplit } from "../../ops/attention.ts";
 import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
@@ -120,7 +120,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const { pool } = i;
     const R = i.rows.length;
     const maxLen = Math.max(...i.which.map((r) => i.rows[r].pos + 1));
-    const maxSplit = Math.ceil(maxLen / DECODE_SPLIT);
+    const maxSplit = Math.ceil(maxLen / decodeSplit());
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
     await attentionDecode(ctx, {
@@ -155,7 +155,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const { nq, nkv, hd } = heads(shape);
     const D = Number(shape.D), len = Number(shape.len);
     const keys = len + (D - 1) * (len + 1) / 2;
-    const splits = D * Math.ceil(len / DECODE_SPLIT);
+    const splits = D * Math.ceil(len / decodeSplit());
     return {
       bytes: keys * 2 * nkv * hd * actBytesOf(act) + D * nq * hd * (actBytesOf(act) + 4) +
         2 * splits * nq * (hd + 2) * 4,
