@@ -13,7 +13,7 @@
 //            out   (R, nq·hd) f32                 (rows with a single split)
 // Grid: (n rows, nkv · ceil(G/4), splits); splits = ceil(longest KV / SPLIT); splits past a row's length
 // exit at once. Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ...
-// in one pass: its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the four heads' dot
+// two at a time in one pass: its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the four heads' dot
 // products across the group (one vec4 shuffle), and keep the four online softmaxes as vec4s (per-head state
 // in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group states are then
 // merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
@@ -31,6 +31,7 @@ override NS: u32 = WG / SG;  // merge slots: one per subgroup
 #else
 override NS: u32 = KG;       // merge slots: one per group
 var<workgroup> sm_dot: array<vec4<f32>, WG>;
+var<workgroup> sm_dot2: array<vec4<f32>, WG>;
 #endif
 
 struct Params {
@@ -170,41 +171,65 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let np = (j0 + nj - 1u) / ps - p0 + 1u;
   for (var i = lid; i < np; i += WG) { sm_pages[i] = pages[prow + p0 + i]; }
   workgroupBarrier();
-  // Key rows are fetched one iteration ahead (software pipelining: the next load is in flight while this
-  // key is scored).
+  // Two key rows per group per iteration (t and t + KG), both fetched one iteration ahead (software
+  // pipelining: twice the bytes in flight, half the dependent steps of the online softmax).
   let pvoff = nkv * ps * HD;  // V lives nkv·ps·hd after K in the page
-  var jn = j0 + min(grp, nj - 1u);
-  var kbn = sm_pages[jn / ps - p0] * pstride + h * ps * HD + (jn % ps) * HD + d0;
-  var kn = kv8(kbn);
-  var vn = kv8(kbn + pvoff);
-  for (var t0 = 0u; t0 < nj; t0 += KG) {
+  let hoff = h * ps * HD + d0;
+  var ja = j0 + min(grp, nj - 1u);
+  var jb = j0 + min(grp + KG, nj - 1u);
+  var kba = sm_pages[ja / ps - p0] * pstride + hoff + (ja % ps) * HD;
+  var kbb = sm_pages[jb / ps - p0] * pstride + hoff + (jb % ps) * HD;
+  var kna = kv8(kba);
+  var vna = kv8(kba + pvoff);
+  var knb = kv8(kbb);
+  var vnb = kv8(kbb + pvoff);
+  for (var t0 = 0u; t0 < nj; t0 += 2u * KG) {
     let t = t0 + grp;
-    let k = kn;
-    let v = vn;
-    jn = j0 + min(t + KG, nj - 1u);
-    kbn = sm_pages[jn / ps - p0] * pstride + h * ps * HD + (jn % ps) * HD + d0;
-    kn = kv8(kbn);
-    vn = kv8(kbn + pvoff);
-    var d = vec4<f32>(dot(q0.a, k.a) + dot(q0.b, k.b), dot(q1.a, k.a) + dot(q1.b, k.b),
-                      dot(q2.a, k.a) + dot(q2.b, k.b), dot(q3.a, k.a) + dot(q3.b, k.b)) * sc;
+    let ka = kna;
+    let va = vna;
+    let kb = knb;
+    let vb = vnb;
+    ja = j0 + min(t + 2u * KG, nj - 1u);
+    jb = j0 + min(t + 3u * KG, nj - 1u);
+    kba = sm_pages[ja / ps - p0] * pstride + hoff + (ja % ps) * HD;
+    kbb = sm_pages[jb / ps - p0] * pstride + hoff + (jb % ps) * HD;
+    kna = kv8(kba);
+    vna = kv8(kba + pvoff);
+    knb = kv8(kbb);
+    vnb = kv8(kbb + pvoff);
+    var da = vec4<f32>(dot(q0.a, ka.a) + dot(q0.b, ka.b), dot(q1.a, ka.a) + dot(q1.b, ka.b),
+                       dot(q2.a, ka.a) + dot(q2.b, ka.b), dot(q3.a, ka.a) + dot(q3.b, ka.b)) * sc;
+    var db = vec4<f32>(dot(q0.a, kb.a) + dot(q0.b, kb.b), dot(q1.a, kb.a) + dot(q1.b, kb.b),
+                       dot(q2.a, kb.a) + dot(q2.b, kb.b), dot(q3.a, kb.a) + dot(q3.b, kb.b)) * sc;
 #ifdef LANE_SUBGROUP
-    for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
+    for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) {
+      da += subgroupShuffleXor(da, mask);
+      db += subgroupShuffleXor(db, mask);
+    }
 #else
-    sm_dot[lid] = d;
+    sm_dot[lid] = da;
+    sm_dot2[lid] = db;
     workgroupBarrier();
-    d = vec4<f32>(0.0);
-    for (var i = 0u; i < L; i++) { d += sm_dot[grp * L + i]; }
+    da = vec4<f32>(0.0);
+    db = vec4<f32>(0.0);
+    for (var i = 0u; i < L; i++) {
+      da += sm_dot[grp * L + i];
+      db += sm_dot2[grp * L + i];
+    }
     workgroupBarrier();
 #endif
     if (t < nj) {
-      let mn = max(st.m, d);
+      // Key t + KG may lie past the split: its weight is e^-inf = 0.
+      let dbm = select(db, vec4<f32>(-3.0e38), t + KG >= nj);
+      let mn = max(st.m, max(da, dbm));
       let c = exp(st.m - mn);
-      let p = exp(d - mn);
-      st.l = st.l * c + p;
-      st.a0 = st.a0 * c.x + p.x * v.a; st.b0 = st.b0 * c.x + p.x * v.b;
-      st.a1 = st.a1 * c.y + p.y * v.a; st.b1 = st.b1 * c.y + p.y * v.b;
-      st.a2 = st.a2 * c.z + p.z * v.a; st.b2 = st.b2 * c.z + p.z * v.b;
-      st.a3 = st.a3 * c.w + p.w * v.a; st.b3 = st.b3 * c.w + p.w * v.b;
+      let pa = exp(da - mn);
+      let pb = exp(dbm - mn);
+      st.l = st.l * c + pa + pb;
+      st.a0 = st.a0 * c.x + pa.x * va.a + pb.x * vb.a; st.b0 = st.b0 * c.x + pa.x * va.b + pb.x * vb.b;
+      st.a1 = st.a1 * c.y + pa.y * va.a + pb.y * vb.a; st.b1 = st.b1 * c.y + pa.y * va.b + pb.y * vb.b;
+      st.a2 = st.a2 * c.z + pa.z * va.a + pb.z * vb.a; st.b2 = st.b2 * c.z + pa.z * va.b + pb.z * vb.b;
+      st.a3 = st.a3 * c.w + pa.w * va.a + pb.w * vb.a; st.b3 = st.b3 * c.w + pa.w * va.b + pb.w * vb.b;
       st.m = mn;
     }
   }

@@ -15,7 +15,7 @@ import type { OpContext } from "../ops/context.ts";
 import { siluMul } from "../ops/elementwise.ts";
 import { embed } from "../ops/embed.ts";
 import type { Linear } from "../ops/linear.ts";
-import { matmul } from "../ops/matmul.ts";
+import { canSwiGLU, matmul } from "../ops/matmul.ts";
 import { rmsNorm } from "../ops/norm.ts";
 import { rope } from "../ops/rope.ts";
 import { sample, stepBegin } from "../ops/sample.ts";
@@ -118,6 +118,28 @@ export class StepGraph {
     const P = this.R - this.D;
     if (P > 0) await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
     await this.#linear("xn", g, dst, { weight, eps: dims.eps });
+  }
+
+  /**
+   * h = silu(gate) · up of (rmsNorm(x) · weight) · [gate | up]ᵀ. Decode rows do all of it in one vector
+   * matmul when the weights allow (4-bit, one buffer); prefill rows take norm, tiled matmul, then silu_mul.
+   */
+  async normSwiGLU(weight: GPUBuffer, g: LinearGroup): Promise<void> {
+    const { acts, dims } = this.res;
+    const w = g.parts[0].w;
+    if (this.D === 0 || g.parts.length !== 1 || !canSwiGLU(w, "vec")) {
+      await this.normLinear(weight, g, "gu");
+      await this.siluMul();
+      return;
+    }
+    const P = this.R - this.D;
+    const norm = { weight, eps: dims.eps };
+    await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
+    if (P > 0) {
+      await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
+      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled" });
+      await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
+    }
   }
 
   async #linear(src: ActName, g: LinearGroup, dst: ActName | "x", norm?: { weight: GPUBuffer; eps: number }): Promise<void> {

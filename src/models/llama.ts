@@ -102,8 +102,7 @@ export async function forwardDecoder(g: StepGraph, w: DecoderWeights): Promise<v
     await g.normLinear(l.input_layernorm, l.qkv, "qkv");
     await g.attention(i, { qNorm: l.q_norm, kNorm: l.k_norm });
     await g.linear("attn", l.o_proj, "x");
-    await g.normLinear(l.post_attention_layernorm, l.gate_up, "gu");
-    await g.siluMul();
+    await g.normSwiGLU(l.post_attention_layernorm, l.gate_up);
     await g.linear("h", l.down_proj, "x");
   }
   await g.logits(w.norm, w.lm_head);

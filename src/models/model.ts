@@ -1,7 +1,7 @@
 /**
  * What an architecture file provides. Each file is named after the HF `model_type`, reads its config from
  * `config.json`, loads weights by their HF names, and writes `forward` over the StepGraph op vocabulary
- * (embed, normLinear, linear, attention, siluMul, logits) — it never touches GPUDevice or byte offsets.
+ * (embed, normLinear, linear, attention, normSwiGLU, logits) — it never touches GPUDevice or byte offsets.
  * @module
  */
 import type { ConfigReader, QuantConfig, RopeConfig } from "../loader/config.ts";

@@ -13,10 +13,13 @@ export interface MatmulArgs {
   /** Activations (rows, K), act dtype. */
   x: GPUBuffer;
   w: Linear;
-  /** Output (rows, ldy): act for "act", f32 for "f32" and "add" (y += x·Wᵀ, the residual add). */
+  /**
+   * Output (rows, ldy): act for "act", f32 for "f32" and "add" (y += x·Wᵀ, the residual add); "swiglu"
+   * (vector mode, 4-bit, W = [gate | up]): y f32 (rows, N/2) = silu(gate)·up.
+   */
   y: GPUBuffer;
   M: number;
-  out: "act" | "f32" | "add";
+  out: "act" | "f32" | "add" | "swiglu";
   mode: "vec" | "tiled";
   /** First row of x and y (default 0). */
   row0?: number;
@@ -60,12 +63,15 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   check(K % unit === 0, "matmul", `${w.name}: K=${K} must be a multiple of ${unit}`);
   check(M > 0, "matmul", `${w.name}: M=${M}`);
   check(!a.norm || a.mode === "vec", "matmul", `${w.name}: a fused norm needs vector mode`);
-  const ldy = a.ldy ?? w.N;
+  const swiglu = a.out === "swiglu";
+  check(!swiglu || canSwiGLU(w, a.mode), "matmul", `${w.name}: a fused SwiGLU needs vector mode, 4-bit weights in one shard, even N, no bias`);
+  const ldy = a.ldy ?? (swiglu ? w.N / 2 : w.N);
   const nOff = a.nOff ?? 0;
-  check(nOff + w.N <= ldy, "matmul", `${w.name}: columns ${nOff}+${w.N} exceed ldy=${ldy}`);
+  check(nOff + (swiglu ? w.N / 2 : w.N) <= ldy, "matmul", `${w.name}: columns ${nOff}+${w.N} exceed ldy=${ldy}`);
   const { defines, overrides } = formatVariant(w.format, a.mode);
   if (a.out === "f32") defines.OUT_F32 = 1;
   if (a.out === "add") defines.ADD = 1;
+  if (swiglu) Object.assign(defines, { SWIGLU: 1, OUT_F32: 1 });
   if (w.bias) defines.BIAS = 1;
   const info = ctx.gpu.info;
   for (const s of w.shards) {
@@ -105,6 +111,11 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       });
     }
   }
+}
+
+/** Whether `matmul(..., out: "swiglu")` can take this weight ([gate | up] in one 4-bit shard). */
+export function canSwiGLU(w: Linear, mode: "vec" | "tiled"): boolean {
+  return mode === "vec" && w.format.kind === "q" && w.format.bits === 4 && w.shards.length === 1 && w.N % 2 === 0 && !w.bias;
 }
 
 /**

@@ -12,11 +12,12 @@ const { on } = devices();
 for (const path of ["f16", "f32"] as const) {
   describe(`element-wise, ${path} activations`, () => {
     test(
-      "silu_mul: R×I = 1×1, 3×1037, 2×4099",
+      "silu_mul: R×I = 1×1, 3×1037, 2×4099; rows from row0 = 3 (earlier rows left alone)",
       on(path, async (gpu) => {
         for (const [k, [R, I]] of [[1, 1], [3, 1037], [2, 4099]].entries()) {
           await expectCase(gpu, siluMulCase, { R, I }, k);
         }
+        await expectCase(gpu, siluMulCase, { R: 2, I: 515, row0: 3 }, 9);
       }),
     );
     test(

@@ -107,20 +107,35 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
+      "fused SwiGLU (W = [gate | up], 4-bit): h = silu(gate)·up, with and without the fused norm, I odd, row0 > 0",
+      on(path, async (gpu) => {
+        for (const [k, s] of [
+          { M: 1, N: 106, norm: 1, row0: 0, noff: 0, pad: 0 },
+          { M: 6, N: 106, norm: 1, row0: 2, noff: 0, pad: 0 },
+          { M: 3, N: 42, norm: 0, row0: 0, noff: 3, pad: 2 },
+        ].entries()) {
+          await expectCase(gpu, matmulVecCase, { w: "q4g64", K: 320, out: "swiglu", ...s }, 30 + k);
+        }
+        await expectCase(gpu, matmulVecCase, { w: "q4g32", K: 2560, M: 2, N: 38, out: "swiglu", norm: 1 }, 34);
+      }),
+    );
+
+    test(
       "batch invariance: each row's bits are the same at M = 1 as inside M = 13 or other blocks",
       on(path, async (gpu) => {
         for (
           const s of [
-            { w: "q4g64", K: 320, norm: 0 },
-            { w: "q4g64", K: 2176, norm: 0 },
-            { w: "q8g32", K: 224, norm: 0 },
-            { w: "q3g64", K: 320, norm: 0 },
-            { w: "f16", K: 1096, norm: 0 },
-            { w: "q4g64", K: 2176, norm: 1 },
-            { w: "q8g32", K: 224, norm: 1 },
+            { w: "q4g64", K: 320, norm: 0, out: "f32" },
+            { w: "q4g64", K: 2176, norm: 0, out: "f32" },
+            { w: "q8g32", K: 224, norm: 0, out: "f32" },
+            { w: "q3g64", K: 320, norm: 0, out: "f32" },
+            { w: "f16", K: 1096, norm: 0, out: "f32" },
+            { w: "q4g64", K: 2176, norm: 1, out: "f32" },
+            { w: "q8g32", K: 224, norm: 1, out: "f32" },
+            { w: "q4g64", K: 320, norm: 1, out: "swiglu" },
           ]
         ) {
-          const i = matmulInputs(gpu, "vec", { ...s, M: 13, N: 45 });
+          const i = matmulInputs(gpu, "vec", { ...s, M: 13, N: s.out === "swiglu" ? 46 : 45 });
           const full = await yOf(gpu, i);
           const ones = await yOf(gpu, i, Array.from({ length: 13 }, (_, m) => ({ M: 1, row0: m })));
           const blocks = await yOf(gpu, i, [{ M: 5, row0: 0 }, { M: 3, row0: 5 }, { M: 2, row0: 8 }, {

@@ -26,3 +26,6 @@ fn bf16_hi(u: u32) -> f32 { return bitcast<f32>(u & 0xffff0000u); }
 
 // Linear workgroup index for grids folded into 2-D because of the 65535 limit.
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + wid.y * nwg.x; }
+
+// SiLU (the SwiGLU gate), one formula for the separate kernel and the matmul epilogue.
+fn silu(g: f32) -> f32 { return g / (1.0 + exp(-g)); }

@@ -5,6 +5,8 @@
 // trades x-load traffic (small QV) against scale loads and bytes in flight per lane (large QV). The next
 // chunk's weights and scales are loaded before this one is used; each x value feeds 4 columns. T may span
 // several subgroups (K split inside the workgroup), so short rows still fill the GPU.
+// SWIGLU: W is [gate | up]; a team's columns are gates j, j+1 and their up rows, and it writes
+// h[j] = silu(gate_j)·up_j (f32, width N/2) — the SwiGLU of decode rows needs no kernel of its own.
 // Q4 without int→float conversions (slow on GPUs): OR-ing nibble k of a half-word into the mantissa of 2^23
 // gives 2^23 + q·16^k exactly; products are summed per nibble position and scaled by 16^-k once per chunk.
 #if Q4
@@ -121,10 +123,19 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
   let cpr = params.K / (8u * QV);    // chunks per row
   let gpr = params.K / GS;
   let nb = tid * 4u;
+#ifdef SWIGLU
+  // W = [gate | up] (N = 2I): the team takes gates j, j+1 and their up rows, and writes h[j], h[j+1].
+  let I = params.N / 2u;
+  let c0 = min(tid * 2u, I - 1u);
+  let c1 = c0 + I;
+  let c2 = min(tid * 2u + 1u, I - 1u);
+  let c3 = c2 + I;
+#else
   let c0 = min(nb, params.N - 1u);   // columns clamped in range: computed, never written
   let c1 = min(nb + 1u, params.N - 1u);
   let c2 = min(nb + 2u, params.N - 1u);
   let c3 = min(nb + 3u, params.N - 1u);
+#endif
   let team = lid / T;
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
     let r0 = (params.row0 + m0) * K4;
@@ -203,6 +214,17 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
       part[p + MB] = tss;
     }
     workgroupBarrier();
+#ifdef SWIGLU
+    if (lane < 2u && tid * 2u + lane < I) {
+      let n = tid * 2u + lane;
+      let sst = team_total(team, MB);
+      for (var j = 0u; j < MB; j++) {
+        if (m0 + j >= params.M) { break; }
+        let v = team_total(team, j) * norm_factor(sst[j]);
+        y[(params.row0 + m0 + j) * params.ldy + params.n_off + n] = silu(v[2u * lane]) * v[2u * lane + 1u];
+      }
+    }
+#else
     if (lane < 4u && nb + lane < params.N) {
       let n = nb + lane;
       let sst = team_total(team, MB);
@@ -211,6 +233,7 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
         store(params.row0 + m0 + j, n, team_total(team, j)[lane] * norm_factor(sst[j]));
       }
     }
+#endif
     workgroupBarrier();
   }
 }

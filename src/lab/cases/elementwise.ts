@@ -9,8 +9,12 @@ import { addRef, siluMulRef } from "../ref/elementwise.ts";
 export interface SiluMulInputs extends CaseInputs {
   R: number;
   I: number;
-  /** (R, 2I) act: [gate | up]. */
+  /** First row handled (a step's prefill rows); earlier rows of h keep h0. */
+  row0: number;
+  /** (row0 + R, 2I) act: [gate | up]. */
   gu: Float64Array;
+  /** (row0 + R, I) f32: h before the kernel. */
+  h0: Float64Array;
 }
 
 /** gu is act (exact inputs), h f32 on both paths (it feeds a matmul): f32 exp and division, a few ulp. */
@@ -21,27 +25,32 @@ function siluTol(_act: ActDtype): Record<string, Tolerance> {
 export const siluMulCase: KernelCase<SiluMulInputs> = {
   files: ["silu_mul.wgsl"],
   summary: "h = silu(gate) · up from the fused [gate | up] projection (act in, f32 out)",
-  defaults: { R: 16, I: 9728 },
-  small: { R: 3, I: 1037 },
-  keys: { R: "rows", I: "intermediate size" },
+  defaults: { R: 16, I: 9728, row0: 0 },
+  small: { R: 3, I: 1037, row0: 0 },
+  keys: { R: "rows", I: "intermediate size", row0: "first row (rows before it are left alone)" },
   make(shape, rng, env) {
-    const R = int(shape, "R"), I = int(shape, "I");
+    const R = int(shape, "R"), I = int(shape, "I"), row0 = int(shape, "row0", 0);
     // Gates over ±8 cover both tails of silu.
     const gu = Float64Array.from(
-      { length: R * 2 * I },
+      { length: (row0 + R) * 2 * I },
       (_, k) => roundAct(rng.signed(k % (2 * I) < I ? 8 : 2), env.act),
     );
-    return { shape, act: env.act, R, I, gu };
+    const h0 = Float64Array.from({ length: (row0 + R) * I }, () => Math.fround(rng.signed(1)));
+    return { shape, act: env.act, R, I, row0, gu, h0 };
   },
   async bind(gpu, i) {
     const set = new BufferSet(gpu);
     const gu = set.upload("gu", encodeAct(i.gu, i.act));
-    const h = set.scratch("h", i.R * i.I * 4);
+    const h = set.upload("h", Float32Array.from(i.h0), { mutable: true });
     const ctx = set.context();
-    await siluMul(ctx, { gu, h, R: i.R, I: i.I });
-    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ h: await readF32(gpu, h, i.R * i.I) }));
+    await siluMul(ctx, { gu, h, R: i.R, I: i.I, row0: i.row0 });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ h: await readF32(gpu, h, i.h0.length) }));
   },
-  check: (got, i) => compareAll(got, { h: siluMulRef(i.gu, i.R, i.I) }, siluTol(i.act)),
+  check: (got, i) => {
+    const h = Float64Array.from(i.h0);
+    h.set(siluMulRef(i.gu.subarray(i.row0 * 2 * i.I), i.R, i.I), i.row0 * i.I);
+    return compareAll(got, { h }, siluTol(i.act));
+  },
   tolerance: (_s, act) => siluTol(act),
   cost(shape, act) {
     const n = Number(shape.R) * Number(shape.I);

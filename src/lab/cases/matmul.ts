@@ -17,7 +17,7 @@ import { parseFormat, weightBytes } from "../ref/quant.ts";
 import type { Rng } from "../rng.ts";
 import { checkFormat, randomWeights, type ShardData, uploadLinear } from "./weights.ts";
 
-export type Epilogue = "act" | "f32" | "add";
+export type Epilogue = "act" | "f32" | "add" | "swiglu";
 
 export interface MatmulInputs extends CaseInputs {
   mode: "vec" | "tiled";
@@ -54,13 +54,17 @@ export function makeMatmul(
 ): MatmulInputs {
   const M = int(shape, "M"), N = int(shape, "N"), K = int(shape, "K");
   const row0 = int(shape, "row0", 0), nOff = int(shape, "noff", 0), pad = int(shape, "pad", 0);
-  const out = oneOf(shape, "out", ["act", "f32", "add"] as const);
+  const out = oneOf(shape, "out", ["act", "f32", "add", "swiglu"] as const);
   const format = parseFormat(String(shape.w), oneOf(shape, "scale", ["f16", "bf16"] as const));
   checkFormat(format, K, `${mode} matmul`);
   if (format.kind !== "q" && K % 8 !== 0) {
     throw new ShapeError(`matmul: K=${K} must be a multiple of 8 for 16-bit weights`);
   }
-  const ldy = nOff + N + pad;
+  if (out === "swiglu" && (mode !== "vec" || format.kind !== "q" || format.bits !== 4 || N % 2 || shape.bias)) {
+    throw new ShapeError("matmul: out = swiglu needs vector mode, 4-bit weights, an even N and no bias");
+  }
+  // swiglu writes h = silu(gate)·up: N/2 columns.
+  const ldy = nOff + (out === "swiglu" ? N / 2 : N) + pad;
   const rows = row0 + M;
   const x = new Float64Array(rows * K);
   for (let i = 0; i < x.length; i++) x[i] = Math.fround(rng.signed(1));
@@ -129,7 +133,7 @@ const KEYS = {
   K: "reduction length",
   w: "weight format: q<bits>g<group> (bits 2,3,4,5,6,8; group 32,64,128), f16 or bf16",
   scale: "scale/bias dtype of quantized weights: f16 or bf16",
-  out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add)",
+  out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add), swiglu (W = [gate|up], y f32 = silu(gate)·up; vec, 4-bit)",
   bias: "1: add a real bias (Qwen2 q/k/v)",
   shards: "minimum row shards of W (more when a shard would pass the binding limit)",
   norm: "1: RMS-normalise each x row (· a random weight) inside the kernel (vector mode; decode rows)",
@@ -176,7 +180,7 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
-    check: (got, i) => compareAll(got, { y: matmulRef({ ...i, x: normedRows(i) }) }, matmulTolerance(i.shape, i.act)),
+    check: (got, i) => compareAll(got, { y: reference(i) }, matmulTolerance(i.shape, i.act)),
     tolerance: matmulTolerance,
     cost(shape, act) {
       const M = Number(shape.M), N = Number(shape.N), K = Number(shape.K);
@@ -189,6 +193,23 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
       };
     },
   };
+}
+
+/** Expected y: the matmul of the (normalised) rows, or its SwiGLU h[j] = silu(y[j])·y[N/2 + j]. */
+function reference(i: MatmulInputs): Float64Array {
+  const x = normedRows(i);
+  if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });
+  const rows = i.row0 + i.M;
+  const full = matmulRef({ ...i, x, out: "f32", ldy: i.N, nOff: 0, y0: new Float64Array(rows * i.N), cols: undefined });
+  const y = Float64Array.from(i.y0);
+  const I = i.N / 2;
+  for (let m = i.row0; m < rows; m++) {
+    for (let j = 0; j < I; j++) {
+      const g = full[m * i.N + j];
+      y[m * i.ldy + i.nOff + j] = (g / (1 + Math.exp(-g))) * full[m * i.N + I + j];
+    }
+  }
+  return y;
 }
 
 /** x as the matmul sees it: with a fused norm, rows row0..row0+M normalised in float64. */
