@@ -6,21 +6,24 @@
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
 //            out   (R, nq·hd) f32 (a matmul input)
-// Grid: (ceil(S / BQ), nkv). A workgroup holds QV = WG/L query vectors (L = hd/8 lanes each, 8 dims per
-// lane): BQ positions × the G query heads of one kv head. It walks key tiles of BK from 0 to its last
-// position: the tile is loaded once into workgroup memory as f32 (shared by all QV vectors), then each lane
-// group runs an online softmax over the tile's keys (dot across its L lanes by subgroup shuffles). Per-lane
-// state is a few named vec4s, never arrays (those end up in local memory).
+// Grid: (ceil(S / BQ), nkv). A workgroup holds QV = WG/L query vectors, L = HD/(4·NV4) lanes each with
+// 4·NV4 (≤ 32) dims in registers: BQ positions × the G query heads of one kv head. It walks key tiles of
+// BK from 0 to its last position: the tile is loaded once into workgroup memory as f32 (rows padded by
+// one vec4 per 8 so the L lanes of a group read distinct banks), then each lane group runs an online
+// softmax over the tile, two keys per step (one rescale per pair); a dot is summed over the group's L
+// lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those end up in local memory).
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
 override G: u32 = 1;
-override BK: u32 = 32;       // keys per tile
+override BK: u32 = 32;       // keys per tile (even)
 override WG: u32 = 256;
-override L: u32 = HD / 8u;   // lanes per query vector
+const NV4: u32 = {{NV4}}u;   // vec4s of the head per lane: 2, 4 or 8
+override L: u32 = HD / (4u * NV4);  // lanes per query vector
 override QV: u32 = WG / L;   // query vectors per workgroup
 override BQ: u32 = 1;        // positions per workgroup (BQ·G ≤ QV)
 override H4: u32 = HD / 4u;  // vec4s per head row
+override RS: u32 = H4 + H4 / 8u;  // padded vec4s per tile row
 
 struct Params {
   row0: u32,       // first step row of the segment
@@ -38,14 +41,67 @@ struct Params {
 @group(0) @binding(4) var<storage, read> kv: array<act>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-var<workgroup> ks: array<vec4<f32>, BK * H4>;
-var<workgroup> vs: array<vec4<f32>, BK * H4>;
+var<workgroup> ks: array<vec4<f32>, BK * RS>;
+var<workgroup> vs: array<vec4<f32>, BK * RS>;
 #ifndef LANE_SUBGROUP
-var<workgroup> sm_dot: array<f32, WG>;
+var<workgroup> sm_dot: array<vec2<f32>, WG>;
 #endif
 
 fn ld4(e: u32) -> vec4<f32> {
   return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
+}
+// Padded position of vec4 d4 of tile row t.
+fn at(t: u32, d4: u32) -> u32 { return t * RS + d4 + d4 / 8u; }
+
+// A lane's slice of one head vector (4·NV4 dims).
+struct Hv { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
+
+fn qload(o: u32, s: f32) -> Hv {
+  var h: Hv;
+  h.v0 = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * s;
+  h.v1 = vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])) * s;
+#if NV4GE4
+  h.v2 = vec4<f32>(f32(q[o + 8u]), f32(q[o + 9u]), f32(q[o + 10u]), f32(q[o + 11u])) * s;
+  h.v3 = vec4<f32>(f32(q[o + 12u]), f32(q[o + 13u]), f32(q[o + 14u]), f32(q[o + 15u])) * s;
+#endif
+#if NV4GE8
+  h.v4 = vec4<f32>(f32(q[o + 16u]), f32(q[o + 17u]), f32(q[o + 18u]), f32(q[o + 19u])) * s;
+  h.v5 = vec4<f32>(f32(q[o + 20u]), f32(q[o + 21u]), f32(q[o + 22u]), f32(q[o + 23u])) * s;
+  h.v6 = vec4<f32>(f32(q[o + 24u]), f32(q[o + 25u]), f32(q[o + 26u]), f32(q[o + 27u])) * s;
+  h.v7 = vec4<f32>(f32(q[o + 28u]), f32(q[o + 29u]), f32(q[o + 30u]), f32(q[o + 31u])) * s;
+#endif
+  return h;
+}
+
+// Partial q·k over this lane's dims (k row t of the tile, starting at vec4 b of the row).
+fn kdot(qv: Hv, t: u32, b: u32) -> f32 {
+  var d = dot(qv.v0, ks[at(t, b)]) + dot(qv.v1, ks[at(t, b + 1u)]);
+#if NV4GE4
+  d += dot(qv.v2, ks[at(t, b + 2u)]) + dot(qv.v3, ks[at(t, b + 3u)]);
+#endif
+#if NV4GE8
+  d += dot(qv.v4, ks[at(t, b + 4u)]) + dot(qv.v5, ks[at(t, b + 5u)]) + dot(qv.v6, ks[at(t, b + 6u)]) +
+       dot(qv.v7, ks[at(t, b + 7u)]);
+#endif
+  return d;
+}
+
+// o·c + pa·v[ta] + pb·v[tb] over this lane's dims.
+fn pv(o: Hv, c: f32, pa: f32, ta: u32, pb: f32, tb: u32, b: u32) -> Hv {
+  var r: Hv;
+  r.v0 = o.v0 * c + pa * vs[at(ta, b)] + pb * vs[at(tb, b)];
+  r.v1 = o.v1 * c + pa * vs[at(ta, b + 1u)] + pb * vs[at(tb, b + 1u)];
+#if NV4GE4
+  r.v2 = o.v2 * c + pa * vs[at(ta, b + 2u)] + pb * vs[at(tb, b + 2u)];
+  r.v3 = o.v3 * c + pa * vs[at(ta, b + 3u)] + pb * vs[at(tb, b + 3u)];
+#endif
+#if NV4GE8
+  r.v4 = o.v4 * c + pa * vs[at(ta, b + 4u)] + pb * vs[at(tb, b + 4u)];
+  r.v5 = o.v5 * c + pa * vs[at(ta, b + 5u)] + pb * vs[at(tb, b + 5u)];
+  r.v6 = o.v6 * c + pa * vs[at(ta, b + 6u)] + pb * vs[at(tb, b + 6u)];
+  r.v7 = o.v7 * c + pa * vs[at(ta, b + 7u)] + pb * vs[at(tb, b + 7u)];
+#endif
+  return r;
 }
 
 @compute @workgroup_size(WG)
@@ -64,20 +120,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // This lane group's query vector: position i, head g (groups past BQ·G are idle but keep step).
   let grp = lid / L;
   let lane = lid % L;
-  let d0 = lane * 8u;
+  let b = lane * NV4;              // first vec4 of this lane's dims
   let i = min(grp / G, nqb - 1u);
   let g = grp % G;
   let live = grp < nqb * G;
   let row = params.row0 + i0 + i;
   let pos = rows[row].pos;
-  let qo = row * nq * HD + (h * G + g) * HD + d0;
-  let qa = vec4<f32>(f32(q[qo]), f32(q[qo + 1u]), f32(q[qo + 2u]), f32(q[qo + 3u])) * params.scale;
-  let qb = vec4<f32>(f32(q[qo + 4u]), f32(q[qo + 5u]), f32(q[qo + 6u]), f32(q[qo + 7u])) * params.scale;
+  let qo = row * nq * HD + (h * G + g) * HD + b * 4u;
+  let qv = qload(qo, params.scale);
 
   var m = -3.0e38;
   var l = 0.0;
-  var oa = vec4<f32>(0.0);
-  var ob = vec4<f32>(0.0);
+  var o: Hv;
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
     for (var e = lid; e < BK * H4; e += WG) {
@@ -85,39 +139,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let d4 = e % H4;
       let j = kt + min(t, nk - 1u);
       let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d4 * 4u;
-      ks[e] = ld4(base);
-      vs[e] = ld4(base + nkv * ps * HD);
+      ks[at(t, d4)] = ld4(base);
+      vs[at(t, d4)] = ld4(base + nkv * ps * HD);
     }
     workgroupBarrier();
-    for (var t = 0u; t < nk; t++) {
-      let kb = t * H4 + lane * 2u;
-      var d = dot(qa, ks[kb]) + dot(qb, ks[kb + 1u]);
+    for (var t = 0u; t < nk; t += 2u) {
+      let tb = min(t + 1u, nk - 1u);
+      var d = vec2<f32>(kdot(qv, t, b), kdot(qv, tb, b));
 #ifdef LANE_SUBGROUP
       for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
 #else
       sm_dot[lid] = d;
       workgroupBarrier();
-      d = 0.0;
+      d = vec2<f32>(0.0);
       for (var x = 0u; x < L; x++) { d += sm_dot[grp * L + x]; }
       workgroupBarrier();
 #endif
-      if (kt + t <= pos) {
-        let mn = max(m, d);
-        let c = exp(m - mn);
-        let p = exp(d - mn);
-        l = l * c + p;
-        oa = oa * c + p * vs[kb];
-        ob = ob * c + p * vs[kb + 1u];
-        m = mn;
-      }
+      // Causal mask (and the pad key of an odd tile): weight e^-inf = 0. Key 0 is always visible, so the
+      // running max is finite from the first pair on.
+      let da = select(-3.0e38, d.x, kt + t <= pos);
+      let db = select(-3.0e38, d.y, kt + t + 1u <= pos && t + 1u < nk);
+      let mn = max(m, max(da, db));
+      let c = exp(m - mn);
+      let pa = exp(da - mn);
+      let pb = exp(db - mn);
+      l = l * c + pa + pb;
+      o = pv(o, c, pa, t, pb, tb, b);
+      m = mn;
     }
     workgroupBarrier();
   }
   if (live) {
-    let o = row * nq * HD + (h * G + g) * HD + d0;
-    for (var c = 0u; c < 4u; c++) {
-      out[o + c] = oa[c] / l;
-      out[o + 4u + c] = ob[c] / l;
+    let ob = row * nq * HD + (h * G + g) * HD + b * 4u;
+    let inv = 1.0 / l;
+    let w = array<vec4<f32>, 8>(o.v0, o.v1, o.v2, o.v3, o.v4, o.v5, o.v6, o.v7);
+    for (var k = 0u; k < NV4; k++) {
+      for (var c = 0u; c < 4u; c++) { out[ob + k * 4u + c] = w[k][c] * inv; }
     }
   }
 }

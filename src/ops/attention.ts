@@ -94,7 +94,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const useSg = info.subgroups && sg >= t.L;
   await record(ctx, {
     file: "attention_prefill.wgsl",
-    defines: useSg ? { LANE_SUBGROUP: 1 } : {},
+    defines: { ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}) },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG },
   }, {
     buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out },
@@ -106,15 +106,18 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /**
- * Tile shape of prefill attention: 256 lanes in groups of hd/8 (one query vector per group), BQ positions ×
- * G heads per workgroup, and the largest key tile whose f32 K and V fit in workgroup memory.
+ * Tile shape of prefill attention: 256 lanes in groups of L = hd/(4·NV4) (one query vector per group, up to
+ * 32 dims per lane), BQ positions × G heads per workgroup, and the largest key tile whose f32 K and V
+ * (rows padded by one vec4 per 8) fit in workgroup memory.
  */
 export function prefillTiles(hd: number, G: number, maxShared: number) {
   const WG = 256;
-  const L = hd / 8;
+  const NV4 = Math.min(8, hd / 4);
+  const L = hd / (4 * NV4);
   const QV = WG / L;
   check(G <= QV, "attentionPrefill", `${G} query heads per kv head exceed ${QV} query vectors per workgroup (head_dim ${hd})`);
+  const rowBytes = (hd / 4 + Math.floor(hd / 32)) * 16;
   let BK = 32;
-  while (BK > 4 && 2 * BK * hd * 4 + WG * 4 > maxShared) BK /= 2;
-  return { WG, L, BK, BQ: Math.floor(QV / G) };
+  while (BK > 4 && 2 * BK * rowBytes + WG * 8 > maxShared) BK /= 2;
+  return { WG, L, NV4, BK, BQ: Math.floor(QV / G) };
 }
