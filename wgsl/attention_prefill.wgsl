@@ -6,12 +6,13 @@
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
 //            out   (R, nq·hd) f32 (a matmul input)
-// Grid: (ceil(S / BQ), nkv). A workgroup holds QV = WG/L query vectors, L = HD/(4·NV4) lanes each with
-// 4·NV4 (≤ 32) dims in registers: BQ positions × the G query heads of one kv head. It walks key tiles of
+// Grid: (ceil(S / BQ), nkv). A workgroup holds 2·QV query vectors (QV = WG/L lane groups of L = HD/(4·NV4)
+// lanes, two vectors per group, 4·NV4 ≤ 32 dims per lane in registers): BQ positions × the G query heads
+// of one kv head. It walks key tiles of
 // BK from 0 to its last position: the tile is loaded once into workgroup memory as f32 (rows padded by
 // one vec4 per 8 so the L lanes of a group read distinct banks), then each lane group runs an online
-// softmax over the tile, two keys per step (one rescale per pair); a dot is summed over the group's L
-// lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those end up in local memory).
+// softmax over the tile for both its vectors, two keys per step (one rescale per pair); dots are summed
+// over the group's L lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those end up in local memory).
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
@@ -21,7 +22,7 @@ override WG: u32 = 256;
 const NV4: u32 = {{NV4}}u;   // vec4s of the head per lane: 2, 4 or 8
 override L: u32 = HD / (4u * NV4);  // lanes per query vector
 override QV: u32 = WG / L;   // query vectors per workgroup
-override BQ: u32 = 1;        // positions per workgroup (BQ·G ≤ QV)
+override BQ: u32 = 1;        // positions per workgroup (BQ·G ≤ 2·QV)
 override H4: u32 = HD / 4u;  // vec4s per head row
 override RS: u32 = H4 + H4 / 8u;  // padded vec4s per tile row
 
@@ -44,7 +45,7 @@ struct Params {
 var<workgroup> ks: array<vec4<f32>, BK * RS>;
 var<workgroup> vs: array<vec4<f32>, BK * RS>;
 #ifndef LANE_SUBGROUP
-var<workgroup> sm_dot: array<vec2<f32>, WG>;
+var<workgroup> sm_dot: array<vec4<f32>, WG>;
 #endif
 
 fn ld4(e: u32) -> vec4<f32> {
@@ -73,35 +74,70 @@ fn qload(o: u32, s: f32) -> Hv {
   return h;
 }
 
-// Partial q·k over this lane's dims (k row t of the tile, starting at vec4 b of the row).
-fn kdot(qv: Hv, t: u32, b: u32) -> f32 {
-  var d = dot(qv.v0, ks[at(t, b)]) + dot(qv.v1, ks[at(t, b + 1u)]);
+// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb
+// (a lane's 4·NV4 dims are contiguous in the padded row: vec4 b + i sits at row·RS + b + b/8 + i).
+fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
+  var k = ks[kb];
+  var d = vec2<f32>(dot(qa.v0, k), dot(qb.v0, k));
+  k = ks[kb + 1u];
+  d += vec2<f32>(dot(qa.v1, k), dot(qb.v1, k));
 #if NV4GE4
-  d += dot(qv.v2, ks[at(t, b + 2u)]) + dot(qv.v3, ks[at(t, b + 3u)]);
+  k = ks[kb + 2u];
+  d += vec2<f32>(dot(qa.v2, k), dot(qb.v2, k));
+  k = ks[kb + 3u];
+  d += vec2<f32>(dot(qa.v3, k), dot(qb.v3, k));
 #endif
 #if NV4GE8
-  d += dot(qv.v4, ks[at(t, b + 4u)]) + dot(qv.v5, ks[at(t, b + 5u)]) + dot(qv.v6, ks[at(t, b + 6u)]) +
-       dot(qv.v7, ks[at(t, b + 7u)]);
+  k = ks[kb + 4u];
+  d += vec2<f32>(dot(qa.v4, k), dot(qb.v4, k));
+  k = ks[kb + 5u];
+  d += vec2<f32>(dot(qa.v5, k), dot(qb.v5, k));
+  k = ks[kb + 6u];
+  d += vec2<f32>(dot(qa.v6, k), dot(qb.v6, k));
+  k = ks[kb + 7u];
+  d += vec2<f32>(dot(qa.v7, k), dot(qb.v7, k));
 #endif
   return d;
 }
 
-// o·c + pa·v[ta] + pb·v[tb] over this lane's dims.
-fn pv(o: Hv, c: f32, pa: f32, ta: u32, pb: f32, tb: u32, b: u32) -> Hv {
+// o·c + pa·v[ta] + pb·v[tb] over this lane's dims (rows at padded indices va, vb).
+fn pv(o: Hv, c: f32, pa: f32, va: u32, pb: f32, vb: u32) -> Hv {
   var r: Hv;
-  r.v0 = o.v0 * c + pa * vs[at(ta, b)] + pb * vs[at(tb, b)];
-  r.v1 = o.v1 * c + pa * vs[at(ta, b + 1u)] + pb * vs[at(tb, b + 1u)];
+  r.v0 = o.v0 * c + pa * vs[va] + pb * vs[vb];
+  r.v1 = o.v1 * c + pa * vs[va + 1u] + pb * vs[vb + 1u];
 #if NV4GE4
-  r.v2 = o.v2 * c + pa * vs[at(ta, b + 2u)] + pb * vs[at(tb, b + 2u)];
-  r.v3 = o.v3 * c + pa * vs[at(ta, b + 3u)] + pb * vs[at(tb, b + 3u)];
+  r.v2 = o.v2 * c + pa * vs[va + 2u] + pb * vs[vb + 2u];
+  r.v3 = o.v3 * c + pa * vs[va + 3u] + pb * vs[vb + 3u];
 #endif
 #if NV4GE8
-  r.v4 = o.v4 * c + pa * vs[at(ta, b + 4u)] + pb * vs[at(tb, b + 4u)];
-  r.v5 = o.v5 * c + pa * vs[at(ta, b + 5u)] + pb * vs[at(tb, b + 5u)];
-  r.v6 = o.v6 * c + pa * vs[at(ta, b + 6u)] + pb * vs[at(tb, b + 6u)];
-  r.v7 = o.v7 * c + pa * vs[at(ta, b + 7u)] + pb * vs[at(tb, b + 7u)];
+  r.v4 = o.v4 * c + pa * vs[va + 4u] + pb * vs[vb + 4u];
+  r.v5 = o.v5 * c + pa * vs[va + 5u] + pb * vs[vb + 5u];
+  r.v6 = o.v6 * c + pa * vs[va + 6u] + pb * vs[vb + 6u];
+  r.v7 = o.v7 * c + pa * vs[va + 7u] + pb * vs[vb + 7u];
 #endif
   return r;
+}
+
+// Online-softmax state of one query vector.
+struct Soft { m: f32, l: f32, o: Hv }
+
+// Adds keys ta, tb (scores da, db; −inf when masked) to s. Key 0 is always visible, so the running max is
+// finite from the first pair on.
+fn step(s: Soft, da: f32, db: f32, va: u32, vb: u32) -> Soft {
+  let mn = max(s.m, max(da, db));
+  let c = exp(s.m - mn);
+  let pa = exp(da - mn);
+  let pb = exp(db - mn);
+  return Soft(mn, s.l * c + pa + pb, pv(s.o, c, pa, va, pb, vb));
+}
+
+fn emit(row: u32, qh: u32, b: u32, s: Soft) {
+  let ob = row * params.nq * HD + qh * HD + b * 4u;
+  let inv = 1.0 / s.l;
+  let w = array<vec4<f32>, 8>(s.o.v0, s.o.v1, s.o.v2, s.o.v3, s.o.v4, s.o.v5, s.o.v6, s.o.v7);
+  for (var k = 0u; k < NV4; k++) {
+    for (var c = 0u; c < 4u; c++) { out[ob + k * 4u + c] = w[k][c] * inv; }
+  }
 }
 
 @compute @workgroup_size(WG)
@@ -117,21 +153,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let prow = first.slot * params.max_pages;
   let kmax = rows[params.row0 + i0 + nqb - 1u].pos + 1u;
 
-  // This lane group's query vector: position i, head g (groups past BQ·G are idle but keep step).
+  // This lane group's two query vectors: vector v = grp and grp + QV, each position i = v / G, head
+  // g = v % G (vectors past BQ·G are idle but keep step). Two per group: each K/V value read from
+  // workgroup memory feeds both.
   let grp = lid / L;
   let lane = lid % L;
   let b = lane * NV4;              // first vec4 of this lane's dims
-  let i = min(grp / G, nqb - 1u);
-  let g = grp % G;
-  let live = grp < nqb * G;
-  let row = params.row0 + i0 + i;
-  let pos = rows[row].pos;
-  let qo = row * nq * HD + (h * G + g) * HD + b * 4u;
-  let qv = qload(qo, params.scale);
+  let off = b + lane;              // its padded offset in a tile row (b + b/8)
+  let va = grp;
+  let vb = grp + QV;
+  let ia = min(va / G, nqb - 1u);
+  let ib = min(vb / G, nqb - 1u);
+  let rowa = params.row0 + i0 + ia;
+  let rowb = params.row0 + i0 + ib;
+  let posa = rows[rowa].pos;
+  let posb = rows[rowb].pos;
+  let qha = h * G + va % G;
+  let qhb = h * G + vb % G;
+  let qa = qload(rowa * nq * HD + qha * HD + b * 4u, params.scale);
+  let qb = qload(rowb * nq * HD + qhb * HD + b * 4u, params.scale);
 
-  var m = -3.0e38;
-  var l = 0.0;
-  var o: Hv;
+  var sa: Soft;
+  var sb: Soft;
+  sa.m = -3.0e38;
+  sb.m = -3.0e38;
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
     for (var e = lid; e < BK * H4; e += WG) {
@@ -145,36 +190,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     for (var t = 0u; t < nk; t += 2u) {
       let tb = min(t + 1u, nk - 1u);
-      var d = vec2<f32>(kdot(qv, t, b), kdot(qv, tb, b));
+      let ra = t * RS + off;
+      let rb = tb * RS + off;
+      let d1 = kdot2(qa, qb, ra);
+      let d2 = kdot2(qa, qb, rb);
+      var d = vec4<f32>(d1, d2);   // (qa·k_t, qb·k_t, qa·k_tb, qb·k_tb)
 #ifdef LANE_SUBGROUP
       for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
 #else
       sm_dot[lid] = d;
       workgroupBarrier();
-      d = vec2<f32>(0.0);
+      d = vec4<f32>(0.0);
       for (var x = 0u; x < L; x++) { d += sm_dot[grp * L + x]; }
       workgroupBarrier();
 #endif
-      // Causal mask (and the pad key of an odd tile): weight e^-inf = 0. Key 0 is always visible, so the
-      // running max is finite from the first pair on.
-      let da = select(-3.0e38, d.x, kt + t <= pos);
-      let db = select(-3.0e38, d.y, kt + t + 1u <= pos && t + 1u < nk);
-      let mn = max(m, max(da, db));
-      let c = exp(m - mn);
-      let pa = exp(da - mn);
-      let pb = exp(db - mn);
-      l = l * c + pa + pb;
-      o = pv(o, c, pa, t, pb, tb, b);
-      m = mn;
+      // Causal mask (and the pad key of an odd tile): weight e^-inf = 0.
+      let j = kt + t;
+      let second = t + 1u < nk;
+      sa = step(sa, select(-3.0e38, d.x, j <= posa), select(-3.0e38, d.z, j + 1u <= posa && second), ra, rb);
+      sb = step(sb, select(-3.0e38, d.y, j <= posb), select(-3.0e38, d.w, j + 1u <= posb && second), ra, rb);
     }
     workgroupBarrier();
   }
-  if (live) {
-    let ob = row * nq * HD + (h * G + g) * HD + b * 4u;
-    let inv = 1.0 / l;
-    let w = array<vec4<f32>, 8>(o.v0, o.v1, o.v2, o.v3, o.v4, o.v5, o.v6, o.v7);
-    for (var k = 0u; k < NV4; k++) {
-      for (var c = 0u; c < 4u; c++) { out[ob + k * 4u + c] = w[k][c] * inv; }
-    }
-  }
+  if (va < nqb * G) { emit(rowa, qha, b, sa); }
+  if (vb < nqb * G) { emit(rowb, qhb, b, sb); }
 }

@@ -106,7 +106,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /**
- * Tile shape of prefill attention: 256 lanes in groups of L = hd/(4·NV4) (one query vector per group, up to
+ * Tile shape of prefill attention: 256 lanes in groups of L = hd/(4·NV4) (two query vectors per group, up to
  * 32 dims per lane), BQ positions × G heads per workgroup, and the largest key tile whose f32 K and V
  * (rows padded by one vec4 per 8) fit in workgroup memory.
  */
@@ -115,9 +115,9 @@ export function prefillTiles(hd: number, G: number, maxShared: number) {
   const NV4 = Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
   const QV = WG / L;
-  check(G <= QV, "attentionPrefill", `${G} query heads per kv head exceed ${QV} query vectors per workgroup (head_dim ${hd})`);
+  check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
   const rowBytes = (hd / 4 + Math.floor(hd / 32)) * 16;
   let BK = 32;
-  while (BK > 4 && 2 * BK * rowBytes + WG * 8 > maxShared) BK /= 2;
-  return { WG, L, NV4, BK, BQ: Math.floor(QV / G) };
+  while (BK > 4 && 2 * BK * rowBytes + WG * 16 > maxShared) BK /= 2;
+  return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
 }
