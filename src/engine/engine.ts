@@ -26,7 +26,6 @@ export interface EngineOptions {
   contextWindow?: number;
   /** Sequences decoded together in one step (default 8). */
   maxBatch?: number;
-  /** Prefill chunk in tokens (default 512). */
   /** Prefill rows per step (default 2048 with maxBatch 1, else 512). */
   prefillChunk?: number;
   /** Tokens per KV page (default 16). */
