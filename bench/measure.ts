@@ -201,8 +201,11 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
 function chunkRate(ev: { processed: number; total: number; t: number }[]): { from: number; to: number; tps: number } | null {
   const mid = ev.filter((e) => e.processed < e.total);
   if (mid.length < 3) return null;
+  // The last ≥ 2048 tokens before the final chunk (4 chunks of 512, one of 2048): the rate near full depth.
   const b = mid[mid.length - 2];
-  const a = mid[Math.max(0, mid.length - 6)];
+  let ai = mid.length - 3;
+  while (ai > 0 && mid[ai].processed > b.processed - 2048) ai--;
+  const a = mid[ai];
   if (b.t <= a.t) return null;
   const chunk = mid[1].processed - mid[0].processed;
   return { from: a.processed + chunk, to: b.processed + chunk, tps: (b.processed - a.processed) / ((b.t - a.t) / 1000) };
