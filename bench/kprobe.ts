@@ -75,13 +75,14 @@ const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o"
 const best: Record<string, string> = {};
 let tokenSec = 0;
 const ATTN_ONLY = Deno.args.includes("--attn-only");
+const TILED_ONLY = Deno.args.includes("--tiled-only");
 for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
   const sets = Array.from({ length: 6 }, () => qlinear(N, K)); // cycle weights so L2 does not hold them
   const bytes = N * K * (0.5 + 4 / 64);
   // Q4 vector kernel: T = 0 picks the team from K (~U words per lane, teams may span subgroups); T = 32 is
   // the previous one-subgroup team. NORM: the decode path's fused RMSNorm.
   const gamma = buf(K * 4);
-  for (const M of [1, 4]) {
+  for (const M of TILED_ONLY ? [] : [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
     const cfgs: [number, number, number, number, boolean][] = [];
     for (const V of [1, 2, 4]) for (const U of [2, 4, 8]) for (const WG of [64, 256]) cfgs.push([0, U, V, WG, false]);
@@ -99,16 +100,16 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
   setMatmulTuning({ vec: { T: 0, U: 4, V: 2, R: 1, WG: 64, magic: true } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
   if (F32) continue;
-  for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
+  for (const M of [512, 2048]) for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
     setMatmulTuning({ tiled: { TM, wideN } });
-    const per = await time(`tiled ${name} ${N}x${K} M=512 TM=${TM} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M: 512, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * 512);
-    const k = `tiled ${name}`; const g = 2 * N * K * 512 / per / 1e9;
+    const per = await time(`tiled ${name} ${N}x${K} M=${M} TM=${TM} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
+    const k = `tiled ${name} M=${M}`; const g = 2 * N * K * M / per / 1e9;
     if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
   }
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
-if (F32) Deno.exit(0);
+if (F32 || TILED_ONLY) Deno.exit(0);
 // decode attention at depth: one layer's KV, pages contiguous
 for (const len of [1024, 4096, 16384]) for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) {
   if (QUICK && len === 1024) continue;

@@ -85,26 +85,43 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r4 = tsk / 4u;   // group of 4 rows
   let c = tsk % 4u;    // chunk of 8 k
 
-  var rx: array<vec4<u32>, 4>;   // x rows: values 0-3 as f32 bits (4-7 in rx2)
-  var rx2: array<vec4<u32>, 4>;
+  // Staged values in flight, named (arrays indexed in loops end up in local memory): x rows r4·4 + i,
+  // k values 0-3 in xa_i and 4-7 in xb_i; W rows as raw words plus packed scale|bias (16-bit each).
+  var xa0 = vec4<f32>(0.0); var xa1 = vec4<f32>(0.0); var xa2 = vec4<f32>(0.0); var xa3 = vec4<f32>(0.0);
+  var xb0 = vec4<f32>(0.0); var xb1 = vec4<f32>(0.0); var xb2 = vec4<f32>(0.0); var xb3 = vec4<f32>(0.0);
+#ifdef TQ4
+  var wq = vec4<u32>(0u);    // 4-bit: the one word holding this chunk's 8 values, for each of the 4 rows
+  var wsb = vec4<u32>(0u);   // scale (low half) | bias (high half) of each row's group
+#else
   var rw: array<vec4<u32>, 4>;   // W rows: up to 3 words in xyz, packed scale|bias (16-bit each) in w
+#endif
 
   for (var k0 = 0u; k0 < K + BK; k0 += BK) {
     // 1. Store the tile fetched in the previous iteration.
     if (k0 > 0u) {
       let kt = k0 - BK;
       if (xt) {
-        for (var e = 0u; e < 8u; e++) {
-          var v: vec4<f32>;
-          if (e < 4u) {
-            v = bitcast<vec4<f32>>(vec4<u32>(rx[0][e], rx[1][e], rx[2][e], rx[3][e]));
-          } else {
-            v = bitcast<vec4<f32>>(vec4<u32>(rx2[0][e - 4u], rx2[1][e - 4u], rx2[2][e - 4u], rx2[3][e - 4u]));
-          }
-          xs[(c * 8u + e) * (BM / 4u) + r4] = v;
-        }
+        let xo = c * 8u * (BM / 4u) + r4;
+        xs[xo] = vec4<f32>(xa0.x, xa1.x, xa2.x, xa3.x);
+        xs[xo + (BM / 4u)] = vec4<f32>(xa0.y, xa1.y, xa2.y, xa3.y);
+        xs[xo + 2u * (BM / 4u)] = vec4<f32>(xa0.z, xa1.z, xa2.z, xa3.z);
+        xs[xo + 3u * (BM / 4u)] = vec4<f32>(xa0.w, xa1.w, xa2.w, xa3.w);
+        xs[xo + 4u * (BM / 4u)] = vec4<f32>(xb0.x, xb1.x, xb2.x, xb3.x);
+        xs[xo + 5u * (BM / 4u)] = vec4<f32>(xb0.y, xb1.y, xb2.y, xb3.y);
+        xs[xo + 6u * (BM / 4u)] = vec4<f32>(xb0.z, xb1.z, xb2.z, xb3.z);
+        xs[xo + 7u * (BM / 4u)] = vec4<f32>(xb0.w, xb1.w, xb2.w, xb3.w);
       }
       if (wt) {
+#ifdef TQ4
+        // 4 rows at once: w = scale·q + bias, q by the 2^23 mantissa trick (no int→float conversion).
+        let s4 = vec4<f32>(half16(wsb.x & 0xffffu), half16(wsb.y & 0xffffu), half16(wsb.z & 0xffffu), half16(wsb.w & 0xffffu));
+        let b4 = vec4<f32>(half16(wsb.x >> 16u), half16(wsb.y >> 16u), half16(wsb.z >> 16u), half16(wsb.w >> 16u));
+        let wo = c * 8u * (BN / 4u) + r4;
+        for (var e = 0u; e < 8u; e++) {
+          let q = bitcast<vec4<f32>>(((wq >> vec4<u32>(4u * e)) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0);
+          ws[wo + e * (BN / 4u)] = fma(s4, q, b4);
+        }
+#else
         var vals: array<vec4<f32>, 8>;   // vals[e][row]
         for (var i = 0u; i < 4u; i++) {
           let kk = kt + c * 8u;
@@ -133,20 +150,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
         }
         for (var e = 0u; e < 8u; e++) { ws[(c * 8u + e) * (BN / 4u) + r4] = vals[e]; }
+#endif
       }
     }
     workgroupBarrier();
-    // 2. Prefetch the next tile's raw words into registers (overlaps the multiply below).
+    // 2. Prefetch the next tile's raw values into registers (overlaps the multiply below).
     if (k0 < K) {
       if (xt) {
-        for (var i = 0u; i < 4u; i++) {
-          let m = min(m0 + r4 * 4u + i, params.M - 1u);
-          let e = (params.row0 + m) * K + k0 + c * 8u;
-          rx[i] = bitcast<vec4<u32>>(x[e / 4u]);
-          rx2[i] = bitcast<vec4<u32>>(x[e / 4u + 1u]);
-        }
+        let mb = m0 + r4 * 4u;
+        let xk = k0 + c * 8u;
+        let e0 = (params.row0 + min(mb, params.M - 1u)) * K + xk;
+        let e1 = (params.row0 + min(mb + 1u, params.M - 1u)) * K + xk;
+        let e2 = (params.row0 + min(mb + 2u, params.M - 1u)) * K + xk;
+        let e3 = (params.row0 + min(mb + 3u, params.M - 1u)) * K + xk;
+        xa0 = x[e0 / 4u]; xb0 = x[e0 / 4u + 1u];
+        xa1 = x[e1 / 4u]; xb1 = x[e1 / 4u + 1u];
+        xa2 = x[e2 / 4u]; xb2 = x[e2 / 4u + 1u];
+        xa3 = x[e3 / 4u]; xb3 = x[e3 / 4u + 1u];
       }
       if (wt) {
+#ifdef TQ4
+        let kk = k0 + c * 8u;
+        let nb = n0 + r4 * 4u;
+        let na = vec4<u32>(min(nb, params.N - 1u), min(nb + 1u, params.N - 1u), min(nb + 2u, params.N - 1u), min(nb + 3u, params.N - 1u));
+        let wpr = K / 8u;
+        let wi = na * wpr + vec4<u32>(kk / 8u);
+        wq = vec4<u32>(w[wi.x], w[wi.y], w[wi.z], w[wi.w]);
+        let gi = na * (K / GS) + vec4<u32>(kk / GS);
+        let sh = (gi & vec4<u32>(1u)) * 16u;
+        let sw = vec4<u32>(scales[gi.x >> 1u], scales[gi.y >> 1u], scales[gi.z >> 1u], scales[gi.w >> 1u]);
+        let bw = vec4<u32>(biases[gi.x >> 1u], biases[gi.y >> 1u], biases[gi.z >> 1u], biases[gi.w >> 1u]);
+        wsb = ((sw >> sh) & vec4<u32>(0xffffu)) | (((bw >> sh) & vec4<u32>(0xffffu)) << vec4<u32>(16u));
+#else
         for (var i = 0u; i < 4u; i++) {
           let n = min(n0 + r4 * 4u + i, params.N - 1u);
           let kk = k0 + c * 8u;
@@ -165,6 +200,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           rw[i] = select(vec4<u32>(0u), vec4<u32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]), kk < K);
 #endif
         }
+#endif
       }
     }
     // 3. Multiply the staged tile.
