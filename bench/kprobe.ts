@@ -76,6 +76,7 @@ const best: Record<string, string> = {};
 let tokenSec = 0;
 const ATTN_ONLY = Deno.args.includes("--attn-only");
 const TILED_ONLY = Deno.args.includes("--tiled-only");
+const VEC_ONLY = Deno.args.includes("--vec-only");
 for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
   const sets = Array.from({ length: 6 }, () => qlinear(N, K)); // cycle weights so L2 does not hold them
   const bytes = N * K * (0.5 + 4 / 64);
@@ -87,19 +88,20 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     const cfgs: [number, number, number, number, boolean][] = [];
     for (const V of [1, 2, 4]) for (const U of [2, 4, 8]) for (const WG of [64, 256]) cfgs.push([0, U, V, WG, false]);
     cfgs.push([0, 4, 2, 64, true], [0, 2, 4, 64, true]);
-    for (const [T, U, V, WG, norm] of cfgs) {
+    for (const probe of [undefined, "nomath", "nox"] as const) for (const [T, U, V, WG, norm] of cfgs) {
       if (QUICK && M === 4 && (WG !== 64 || norm)) continue;
-      setMatmulTuning({ vec: { T, U, V, R: 1, WG, magic: true } });
+      if (probe && (M !== 1 || V === 1 || norm || WG !== 64)) continue;
+      setMatmulTuning({ vec: { T, U, V, R: 1, WG, magic: true, probe } });
       const n = norm ? { weight: gamma, eps: 1e-6 } : undefined;
-      const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} WG=${WG} norm=${norm}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
-      if (per < bestPer && !norm) { bestPer = per; bestCfg = `U=${U} V=${V} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
+      const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} WG=${WG} norm=${norm}${probe ? ` probe=${probe}` : ""}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
+      if (per < bestPer && !norm && !probe) { bestPer = per; bestCfg = `U=${U} V=${V} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
     }
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, R: 1, WG: 64, magic: true } });
+  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, R: 1, WG: 64, magic: true, probe: undefined } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
-  if (F32) continue;
+  if (F32 || VEC_ONLY) continue;
   for (const M of [512, 2048]) for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
     setMatmulTuning({ tiled: { TM, wideN } });
     const per = await time(`tiled ${name} ${N}x${K} M=${M} TM=${TM} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
@@ -109,7 +111,7 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
-if (F32 || TILED_ONLY) Deno.exit(0);
+if (F32 || TILED_ONLY || VEC_ONLY) Deno.exit(0);
 // decode attention at depth: one layer's KV, pages contiguous
 for (const len of [1024, 4096, 16384]) for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) {
   if (QUICK && len === 1024) continue;

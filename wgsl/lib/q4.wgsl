@@ -36,8 +36,14 @@ struct XChunk { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, x4: 
 
 fn xchunk(xb: u32, gb: u32) -> XChunk {
   var c: XChunk;
+#ifdef PROBE_NOX
+  // Benchmark probe only: the x loads replaced by a register value (what do the x loads cost?).
+  c.x0 = vec4<f32>(f32(xb & 7u));
+  c.x1 = c.x0 + 1.0;
+#else
   c.x0 = x[xb];
   c.x1 = x[xb + 1u];
+#endif
 #if QV2
   c.x2 = x[xb + 2u];
   c.x3 = x[xb + 3u];
@@ -171,6 +177,10 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
       let sc = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
       let bi = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
       let xo = ci * 2u * QV;
+#ifdef PROBE_NOMATH
+      // Benchmark probe only: weights and scales loaded, no x and no dequant (the memory side alone).
+      a0 += vec4<f32>(bitcast<f32>(q0.x ^ q1.y), bitcast<f32>(q2.x ^ q3.y), sc.x + bi.y, sc.z + bi.w) * x[r0];
+#else
       // Row by row, the same code whatever MB is: a row's bits never depend on M.
       let d0 = q4row(r0 + xo, xo, q0, q1, q2, q3, sc, bi);
       a0 += d0.d;
@@ -185,6 +195,7 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
       let d3 = q4row(r3 + xo, xo, q0, q1, q2, q3, sc, bi);
       a3 += d3.d;
       ss.w += d3.ss;
+#endif
 #endif
       q0 = n0q;
       q1 = n1q;
