@@ -85,21 +85,21 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
   const gamma = buf(K * 4);
   for (const M of TILED_ONLY ? [] : [1, 4]) {
     let bestPer = 1e9, bestCfg = "";
-    const cfgs: [number, number, number, number, boolean][] = [];
-    for (const V of [1, 2, 4]) for (const U of [2, 4, 8]) for (const WG of [64, 256]) cfgs.push([0, U, V, WG, false]);
-    cfgs.push([0, 4, 2, 64, true], [0, 2, 4, 64, true]);
-    for (const probe of [undefined, "nomath", "nox"] as const) for (const [T, U, V, WG, norm] of cfgs) {
+    const cfgs: [number, number, number, number, boolean, number][] = [];
+    for (const PF of [1, 2]) for (const V of [1, 2, 4]) for (const U of [2, 4, 8]) for (const WG of QUICK ? [64] : [64, 256]) cfgs.push([0, U, V, WG, false, PF]);
+    cfgs.push([0, 4, 2, 64, true, 1], [0, 4, 2, 64, true, 2]);
+    for (const probe of [undefined, "nomath"] as const) for (const [T, U, V, WG, norm, PF] of cfgs) {
       if (QUICK && M === 4 && (WG !== 64 || norm)) continue;
-      if (probe && (M !== 1 || V === 1 || norm || WG !== 64)) continue;
-      setMatmulTuning({ vec: { T, U, V, R: 1, WG, magic: true, probe } });
+      if (probe && (M !== 1 || V === 1 || norm || WG !== 64 || PF !== 1 || U !== 4)) continue;
+      setMatmulTuning({ vec: { T, U, V, PF, R: 1, WG, magic: true, probe } });
       const n = norm ? { weight: gamma, eps: 1e-6 } : undefined;
-      const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} WG=${WG} norm=${norm}${probe ? ` probe=${probe}` : ""}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
-      if (per < bestPer && !norm && !probe) { bestPer = per; bestCfg = `U=${U} V=${V} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
+      const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} PF=${PF} WG=${WG} norm=${norm}${probe ? ` probe=${probe}` : ""}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
+      if (per < bestPer && !norm && !probe) { bestPer = per; bestCfg = `U=${U} V=${V} PF=${PF} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
     }
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, R: 1, WG: 64, magic: true, probe: undefined } });
+  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, PF: 1, R: 1, WG: 64, magic: true, probe: undefined } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
   if (F32 || VEC_ONLY) continue;
   for (const M of [512, 2048]) for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {

@@ -38,15 +38,15 @@ export interface MatmulArgs {
 export interface MatmulTuning {
   /**
    * Vector kernel: lanes per team (0 = pick from K), Q4 chunks per lane when T is picked, Q4 words per
-   * chunk (1, 2, 4), least workgroup size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant;
+   * chunk (1, 2, 4), Q4 chunks loaded ahead (PF 1 or 2), least workgroup size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant;
    * `probe` (kernel sweeps only, wrong results): drop the Q4 math ("nomath") or the x loads ("nox").
    */
-  vec: { T: number; U: number; V: number; WG: number; R: number; magic: boolean; probe?: "nomath" | "nox" };
+  vec: { T: number; U: number; V: number; PF: number; WG: number; R: number; magic: boolean; probe?: "nomath" | "nox" };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, U: 4, V: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = { vec: { T: 0, U: 4, V: 2, PF: 1, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
@@ -93,7 +93,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const magic = tuning.vec.magic && q4;
       const vdefs = {
         ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R: v.R, ...(v.TS > 1 ? { TEAM_SUBGROUP: 1 } : {}),
-        ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}), ...(q4 ? { QV: qv, [`QV${qv}`]: 1 } : {}),
+        ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}), ...(q4 ? { QV: qv, [`QV${qv}`]: 1, ...(tuning.vec.PF === 2 ? { PF2: 1 } : {}) } : {}),
         ...(q4 && tuning.vec.probe ? { [tuning.vec.probe === "nomath" ? "PROBE_NOMATH" : "PROBE_NOX"]: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG: v.WG, T: v.T, TS: v.TS } }, {

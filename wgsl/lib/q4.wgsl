@@ -93,9 +93,26 @@ fn cdot(q: wq_t, c: XChunk) -> f32 {
 #endif
 }
 
-fn scale_bias(n: u32, ci: u32, gpr: u32) -> vec2<f32> {
-  let gi = n * gpr + (ci * QV * 8u) / GS;
-  return vec2<f32>(half_at(scales[gi >> 1u], gi), half_at(biases[gi >> 1u], gi));
+// One chunk of the team's four columns as loaded: raw weight words and the raw 32-bit words holding each
+// column's 16-bit scale and bias. Nothing is converted at load time, so the loads stay in flight until the
+// chunk is used an iteration later (converting at once would wait for them right there).
+struct Stage { q0: wq_t, q1: wq_t, q2: wq_t, q3: wq_t, sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32> }
+
+fn stage(c: vec4<u32>, ci: u32, cpr: u32, gpr: u32) -> Stage {
+  let gi = c * gpr + vec4<u32>((ci * QV * 8u) / GS);
+  let h = gi >> vec4<u32>(1u);
+  return Stage(w[c.x * cpr + ci], w[c.y * cpr + ci], w[c.z * cpr + ci], w[c.w * cpr + ci],
+               vec4<u32>(scales[h.x], scales[h.y], scales[h.z], scales[h.w]),
+               vec4<u32>(biases[h.x], biases[h.y], biases[h.z], biases[h.w]), gi);
+}
+
+struct ScaleBias { s: vec4<f32>, b: vec4<f32> }
+
+// Scales and biases of a stage's four columns as f32.
+fn stage_sb(s: Stage) -> ScaleBias {
+  return ScaleBias(
+    vec4<f32>(half_at(s.sw.x, s.gi.x), half_at(s.sw.y, s.gi.y), half_at(s.sw.z, s.gi.z), half_at(s.sw.w, s.gi.w)),
+    vec4<f32>(half_at(s.bw.x, s.gi.x), half_at(s.bw.y, s.gi.y), half_at(s.bw.z, s.gi.z), half_at(s.bw.w, s.gi.w)));
 }
 
 struct RowDot { d: vec4<f32>, ss: f32 }
@@ -155,27 +172,25 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
 #endif
     var a0 = vec4<f32>(0.0);
     var ss = vec4<f32>(0.0);
-    let cf = min(lane, cpr - 1u);
-    var q0 = w[c0 * cpr + cf];
-    var q1 = w[c1 * cpr + cf];
-    var q2 = w[c2 * cpr + cf];
-    var q3 = w[c3 * cpr + cf];
-    var s0 = scale_bias(c0, cf, gpr);
-    var s1 = scale_bias(c1, cf, gpr);
-    var s2 = scale_bias(c2, cf, gpr);
-    var s3 = scale_bias(c3, cf, gpr);
+    let cs = vec4<u32>(c0, c1, c2, c3);
+    var cur = stage(cs, min(lane, cpr - 1u), cpr, gpr);
+#if PF2
+    var nxt = stage(cs, min(lane + T, cpr - 1u), cpr, gpr);
+#endif
     for (var ci = lane; ci < cpr; ci += T) {
-      let cn = min(ci + T, cpr - 1u);
-      let n0q = w[c0 * cpr + cn];
-      let n1q = w[c1 * cpr + cn];
-      let n2q = w[c2 * cpr + cn];
-      let n3q = w[c3 * cpr + cn];
-      let n0s = scale_bias(c0, cn, gpr);
-      let n1s = scale_bias(c1, cn, gpr);
-      let n2s = scale_bias(c2, cn, gpr);
-      let n3s = scale_bias(c3, cn, gpr);
-      let sc = vec4<f32>(s0.x, s1.x, s2.x, s3.x);
-      let bi = vec4<f32>(s0.y, s1.y, s2.y, s3.y);
+      // Loads PF (1 or 2) chunks ahead of use.
+#if PF2
+      let nn = stage(cs, min(ci + 2u * T, cpr - 1u), cpr, gpr);
+#else
+      let nn = stage(cs, min(ci + T, cpr - 1u), cpr, gpr);
+#endif
+      let sb = stage_sb(cur);
+      let sc = sb.s;
+      let bi = sb.b;
+      let q0 = cur.q0;
+      let q1 = cur.q1;
+      let q2 = cur.q2;
+      let q3 = cur.q3;
       let xo = ci * 2u * QV;
 #ifdef PROBE_NOMATH
       // Benchmark probe only: weights and scales loaded, no x and no dequant (the memory side alone).
@@ -197,14 +212,12 @@ fn q4_team(tid: u32, lane: u32, lid: u32) {
       ss.w += d3.ss;
 #endif
 #endif
-      q0 = n0q;
-      q1 = n1q;
-      q2 = n2q;
-      q3 = n3q;
-      s0 = n0s;
-      s1 = n1s;
-      s2 = n2s;
-      s3 = n3s;
+#if PF2
+      cur = nxt;
+      nxt = nn;
+#else
+      cur = nn;
+#endif
     }
     // Team sum in a fixed order: shuffles inside each sub-team, then the sub-teams in order.
     let p = (lid / TS) * (MB + 1u);
