@@ -218,6 +218,16 @@ export class Engine {
     return p;
   }
 
+  /**
+   * Drops every cached plan, so the next steps are recorded again (benchmark A/B runs after a kernel tuning
+   * change). Only call it between requests: a plan in use by a submitted step is destroyed here.
+   */
+  async dropPlans(): Promise<void> {
+    const old = [...this.#plans.values()];
+    this.#plans.clear();
+    for (const p of old) (await p.catch(() => null))?.destroy(this.gpu);
+  }
+
   /** Records one step (one compute pass). `maxKvLen` sizes the decode-attention grid. */
   encodeStep(encoder: GPUCommandEncoder, plan: Plan, maxKvLen: number): void {
     const pass = encoder.beginComputePass({ label: "step" });
