@@ -99,7 +99,7 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 4, V: 2, PF: 1, R: 1, WG: 64, magic: true, probe: undefined } });
+  setMatmulTuning({ vec: { T: 0, U: 8, V: 2, PF: 2, R: 1, WG: 64, magic: true, probe: undefined } });
   setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
   if (F32 || VEC_ONLY) continue;
   for (const M of [512, 2048]) for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {

@@ -46,7 +46,7 @@ export interface MatmulTuning {
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, U: 4, V: 2, PF: 1, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = { vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
 export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
