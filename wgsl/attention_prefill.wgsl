@@ -100,35 +100,64 @@ fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
   return d;
 }
 
-// o·c + pa·v[ta] + pb·v[tb] over this lane's dims (rows at padded indices va, vb).
-fn pv(o: Hv, c: f32, pa: f32, va: u32, pb: f32, vb: u32) -> Hv {
-  var r: Hv;
-  r.v0 = o.v0 * c + pa * vs[va] + pb * vs[vb];
-  r.v1 = o.v1 * c + pa * vs[va + 1u] + pb * vs[vb + 1u];
-#if NV4GE4
-  r.v2 = o.v2 * c + pa * vs[va + 2u] + pb * vs[vb + 2u];
-  r.v3 = o.v3 * c + pa * vs[va + 3u] + pb * vs[vb + 3u];
-#endif
-#if NV4GE8
-  r.v4 = o.v4 * c + pa * vs[va + 4u] + pb * vs[vb + 4u];
-  r.v5 = o.v5 * c + pa * vs[va + 5u] + pb * vs[vb + 5u];
-  r.v6 = o.v6 * c + pa * vs[va + 6u] + pb * vs[vb + 6u];
-  r.v7 = o.v7 * c + pa * vs[va + 7u] + pb * vs[vb + 7u];
-#endif
-  return r;
-}
-
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
+struct Pair { a: Soft, b: Soft }
 
-// Adds keys ta, tb (scores da, db; −inf when masked) to s. Key 0 is always visible, so the running max is
-// finite from the first pair on.
-fn step(s: Soft, da: f32, db: f32, va: u32, vb: u32) -> Soft {
-  let mn = max(s.m, max(da, db));
-  let c = exp(s.m - mn);
-  let pa = exp(da - mn);
-  let pb = exp(db - mn);
-  return Soft(mn, s.l * c + pa + pb, pv(s.o, c, pa, va, pb, vb));
+// (new max, rescale of the old state, weight of key a, weight of key b) for scores da, db (−inf when
+// masked). Key 0 is always visible, so the running max is finite from the first pair on.
+fn weights(m: f32, da: f32, db: f32) -> vec4<f32> {
+  let mn = max(m, max(da, db));
+  return vec4<f32>(mn, exp(m - mn), exp(da - mn), exp(db - mn));
+}
+
+// Adds two keys (V rows at padded indices ra, rb) to both query vectors' states; each V value is read from
+// workgroup memory once for both.
+fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
+  var r: Pair;
+  r.a.m = wa.x;
+  r.b.m = wb.x;
+  r.a.l = s.a.l * wa.y + wa.z + wa.w;
+  r.b.l = s.b.l * wb.y + wb.z + wb.w;
+  var v: vec4<f32>;
+  var u: vec4<f32>;
+  v = vs[ra + 0u];
+  u = vs[rb + 0u];
+  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v + wb.w * u;
+  v = vs[ra + 1u];
+  u = vs[rb + 1u];
+  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v + wb.w * u;
+#if NV4GE4
+  v = vs[ra + 2u];
+  u = vs[rb + 2u];
+  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v + wb.w * u;
+  v = vs[ra + 3u];
+  u = vs[rb + 3u];
+  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v + wb.w * u;
+#endif
+#if NV4GE8
+  v = vs[ra + 4u];
+  u = vs[rb + 4u];
+  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v + wb.w * u;
+  v = vs[ra + 5u];
+  u = vs[rb + 5u];
+  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v + wb.w * u;
+  v = vs[ra + 6u];
+  u = vs[rb + 6u];
+  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v + wb.w * u;
+  v = vs[ra + 7u];
+  u = vs[rb + 7u];
+  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v + wb.w * u;
+#endif
+  return r;
 }
 
 fn emit(row: u32, qh: u32, b: u32, s: Soft) {
@@ -173,10 +202,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let qa = qload(rowa * nq * HD + qha * HD + b * 4u, params.scale);
   let qb = qload(rowb * nq * HD + qhb * HD + b * 4u, params.scale);
 
-  var sa: Soft;
-  var sb: Soft;
-  sa.m = -3.0e38;
-  sb.m = -3.0e38;
+  var st: Pair;
+  st.a.m = -3.0e38;
+  st.b.m = -3.0e38;
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
     for (var e = lid; e < BK * H4; e += WG) {
@@ -207,11 +235,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       // Causal mask (and the pad key of an odd tile): weight e^-inf = 0.
       let j = kt + t;
       let second = t + 1u < nk;
-      sa = step(sa, select(-3.0e38, d.x, j <= posa), select(-3.0e38, d.z, j + 1u <= posa && second), ra, rb);
-      sb = step(sb, select(-3.0e38, d.y, j <= posb), select(-3.0e38, d.w, j + 1u <= posb && second), ra, rb);
+      let wa = weights(st.a.m, select(-3.0e38, d.x, j <= posa), select(-3.0e38, d.z, j + 1u <= posa && second));
+      let wb = weights(st.b.m, select(-3.0e38, d.y, j <= posb), select(-3.0e38, d.w, j + 1u <= posb && second));
+      st = step2(st, wa, wb, ra, rb);
     }
     workgroupBarrier();
   }
-  if (va < nqb * G) { emit(rowa, qha, b, sa); }
-  if (vb < nqb * G) { emit(rowb, qhb, b, sb); }
+  if (va < nqb * G) { emit(rowa, qha, b, st.a); }
+  if (vb < nqb * G) { emit(rowb, qhb, b, st.b); }
 }
