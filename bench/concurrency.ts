@@ -16,7 +16,7 @@ const streams = (f.streams ?? "1,4,8").split(",").map(Number);
 const tokens = f.tokens ?? 128;
 const promptLen = f.prompt ?? 64;
 const maxBatch = Math.max(...streams);
-const base = new DiskModelSource(f.model ?? DEFAULT_MODEL_DIR);
+const base = new DiskModelSource(!f.model || f.model === "default" ? DEFAULT_MODEL_DIR : f.model);
 const engine = f.synthetic
   ? await Engine.load(new SyntheticModelSource(f.synthetic, new DiskModelSource(DEFAULT_MODEL_DIR)), {
     weightSource: syntheticWeightSource(), maxBatch, contextWindow: 2048,
