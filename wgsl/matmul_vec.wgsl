@@ -169,12 +169,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
   let units = K / 8u;
 #endif
-  var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
-  for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
-
 #if Q4
   q4_team(wg_linear(wid, nwg) * teams + team, lane, lid);
 #else
+  var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
+  for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
     var acc: array<vec4<f32>, R>;  // [column][row of the block]
     for (var c = 0u; c < R; c++) { acc[c] = vec4<f32>(0.0); }

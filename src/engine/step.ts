@@ -114,10 +114,15 @@ export class StepGraph {
    * fewer per norm); prefill rows write xn with the norm kernel, then take the tiled matmul.
    */
   async normLinear(weight: GPUBuffer, g: LinearGroup, dst: ActName): Promise<void> {
+    await this.#prefillNorm(weight);
+    await this.#linear("xn", g, dst, { weight, eps: this.res.dims.eps });
+  }
+
+  /** xn = rmsNorm(x) · weight on the prefill rows (decode rows fuse the norm into their matmul). */
+  async #prefillNorm(weight: GPUBuffer): Promise<void> {
     const { acts, dims } = this.res;
     const P = this.R - this.D;
     if (P > 0) await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
-    await this.#linear("xn", g, dst, { weight, eps: dims.eps });
   }
 
   /**
@@ -136,7 +141,7 @@ export class StepGraph {
     const norm = { weight, eps: dims.eps };
     await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
     if (P > 0) {
-      await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
+      await this.#prefillNorm(weight);
       await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled" });
       await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
     }

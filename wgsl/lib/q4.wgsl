@@ -36,43 +36,43 @@ struct XChunk { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, x4: 
 
 fn xchunk(xb: u32, gb: u32) -> XChunk {
   var c: XChunk;
-#ifdef PROBE_NOX
-  // Benchmark probe only: the x loads replaced by a register value (what do the x loads cost?).
-  c.x0 = vec4<f32>(f32(xb & 7u));
-  c.x1 = c.x0 + 1.0;
-#else
   c.x0 = x[xb];
   c.x1 = x[xb + 1u];
+#ifndef QV1
+  c.x2 = x[xb + 2u];
+  c.x3 = x[xb + 3u];
 #endif
-#if QV2
-  c.x2 = x[xb + 2u];
-  c.x3 = x[xb + 3u];
-#elif QV4
-  c.x2 = x[xb + 2u];
-  c.x3 = x[xb + 3u];
+#if QV4
   c.x4 = x[xb + 4u];
   c.x5 = x[xb + 5u];
   c.x6 = x[xb + 6u];
   c.x7 = x[xb + 7u];
 #endif
 #ifdef NORM
-  c.ss = dot(c.x0, c.x0) + dot(c.x1, c.x1) + dot(c.x2, c.x2) + dot(c.x3, c.x3) +
-         dot(c.x4, c.x4) + dot(c.x5, c.x5) + dot(c.x6, c.x6) + dot(c.x7, c.x7);
+  c.ss = dot(c.x0, c.x0) + dot(c.x1, c.x1);
   c.x0 *= gamma[gb];
   c.x1 *= gamma[gb + 1u];
-#if QV2
+#ifndef QV1
+  c.ss = c.ss + dot(c.x2, c.x2) + dot(c.x3, c.x3);
   c.x2 *= gamma[gb + 2u];
   c.x3 *= gamma[gb + 3u];
-#elif QV4
-  c.x2 *= gamma[gb + 2u];
-  c.x3 *= gamma[gb + 3u];
+#endif
+#if QV4
+  c.ss = c.ss + dot(c.x4, c.x4) + dot(c.x5, c.x5) + dot(c.x6, c.x6) + dot(c.x7, c.x7);
   c.x4 *= gamma[gb + 4u];
   c.x5 *= gamma[gb + 5u];
   c.x6 *= gamma[gb + 6u];
   c.x7 *= gamma[gb + 7u];
 #endif
 #endif
-  let sv = ((c.x0 + c.x1) + (c.x2 + c.x3)) + ((c.x4 + c.x5) + (c.x6 + c.x7));
+  // Only the chunk's own values are summed (the unused x4..x7 of a short chunk are not added as zeros).
+  var sv = c.x0 + c.x1;
+#ifndef QV1
+  sv = sv + (c.x2 + c.x3);
+#endif
+#if QV4
+  sv = sv + ((c.x4 + c.x5) + (c.x6 + c.x7));
+#endif
   c.sx = (sv.x + sv.y) + (sv.z + sv.w);
   return c;
 }

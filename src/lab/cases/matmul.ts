@@ -13,6 +13,7 @@ import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { matmulRef } from "../ref/matmul.ts";
 import { rmsNormRef } from "../ref/norm.ts";
+import { siluMulRef } from "../ref/elementwise.ts";
 import { parseFormat, weightBytes } from "../ref/quant.ts";
 import type { Rng } from "../rng.ts";
 import { checkFormat, randomWeights, type ShardData, uploadLinear } from "./weights.ts";
@@ -195,20 +196,15 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
   };
 }
 
-/** Expected y: the matmul of the (normalised) rows, or its SwiGLU h[j] = silu(y[j])·y[N/2 + j]. */
+/** Expected y: the matmul of the (normalised) rows, or its SwiGLU h = silu(gate)·up of the [gate | up] result. */
 function reference(i: MatmulInputs): Float64Array {
   const x = normedRows(i);
   if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });
   const rows = i.row0 + i.M;
   const full = matmulRef({ ...i, x, out: "f32", ldy: i.N, nOff: 0, y0: new Float64Array(rows * i.N), cols: undefined });
+  const h = siluMulRef(full.subarray(i.row0 * i.N), i.M, i.N / 2);
   const y = Float64Array.from(i.y0);
-  const I = i.N / 2;
-  for (let m = i.row0; m < rows; m++) {
-    for (let j = 0; j < I; j++) {
-      const g = full[m * i.N + j];
-      y[m * i.ldy + i.nOff + j] = (g / (1 + Math.exp(-g))) * full[m * i.N + I + j];
-    }
-  }
+  for (let m = 0; m < i.M; m++) y.set(h.subarray(m * i.N / 2, (m + 1) * i.N / 2), (i.row0 + m) * i.ldy + i.nOff);
   return y;
 }
 
