@@ -2,28 +2,35 @@
  * A/B of decode-kernel shapes end to end: loads one model once, then measures batch-1 decode tok/s under
  * each matmul tuning in turn, interleaved (A B C A B C ...) so drift in the GPU's clocks hits all alike.
  *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N] [--rounds N]
- *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]']
+ *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
+ * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
+ * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again).
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
 import { parseFlags } from "../src/cli/args.ts";
 import { type MatmulTuning, setMatmulTuning } from "../src/ops/matmul.ts";
+import { setDecodeAttentionTuning } from "../src/ops/attention.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
 import { loadModel, measureE2E } from "./measure.ts";
 
 const f = parseFlags(Deno.args, {
   synthetic: "string", model: "string", depth: "number", rounds: "number", configs: "string", tokens: "number", json: "string",
 } as const);
-const configs: Partial<MatmulTuning["vec"]>[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]');
+type Config = Partial<MatmulTuning["vec"]> & { attn?: Parameters<typeof setDecodeAttentionTuning>[0] };
+const configs: Config[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]');
 const depth = f.depth ?? 0;
 const rounds = f.rounds ?? 3;
 const spec = f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAULT_MODEL_DIR };
 const { engine } = await loadModel(spec, { contextWindow: depth + 1024 });
 const base = setMatmulTuning({});
+const baseAttn = setDecodeAttentionTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
-    setMatmulTuning({ vec: { ...base.vec, ...c } });
+    const { attn, ...vec } = c;
+    setMatmulTuning({ vec: { ...base.vec, ...vec } });
+    setDecodeAttentionTuning({ ...baseAttn, ...attn });
     await engine.dropPlans();
     const e = await measureE2E(engine, {
       prompts: [], depths: [depth], decodeTokens: f.tokens ?? 128, runs: 1, warmup: 1, seed: 1,

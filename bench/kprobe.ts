@@ -28,10 +28,10 @@ function qlinear(N: number, K: number): Linear {
 const qs = dev.createQuerySet({ type: "timestamp", count: 2 });
 const qres = dev.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
 const qread = dev.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-async function gpuTime(list: any[], reps: number, maxKvLen: number): Promise<number> {
+async function gpuTime(list: any[], reps: number, maxKvLen: number, minKvLen = 0): Promise<number> {
   const enc = dev.createCommandEncoder();
   const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-  for (let i = 0; i < reps; i++) encodeDispatches(pass, list, { maxKvLen });
+  for (let i = 0; i < reps; i++) encodeDispatches(pass, list, { maxKvLen, minKvLen });
   pass.end();
   enc.resolveQuerySet(qs, 0, 2, qres, 0);
   enc.copyBufferToBuffer(qres, 0, qread, 0, 16);
@@ -41,12 +41,12 @@ async function gpuTime(list: any[], reps: number, maxKvLen: number): Promise<num
   qread.unmap();
   return Number(t[1] - t[0]) / 1e9;
 }
-async function time(label: string, rec: (ctx: any) => Promise<void>, reps: number, bytes: number, flops: number, maxKvLen = 1) {
+async function time(label: string, rec: (ctx: any) => Promise<void>, reps: number, bytes: number, flops: number, maxKvLen = 1, minKvLen = 0) {
   const ctx = { gpu, arena: new ParamArena(gpu), list: [] as any[] };
   await rec(ctx);
   ctx.arena.flush();
-  await gpuTime(ctx.list, 2, maxKvLen);
-  const per = Math.min(await gpuTime(ctx.list, reps, maxKvLen), await gpuTime(ctx.list, reps, maxKvLen)) / reps;
+  await gpuTime(ctx.list, 2, maxKvLen, minKvLen);
+  const per = Math.min(await gpuTime(ctx.list, reps, maxKvLen, minKvLen), await gpuTime(ctx.list, reps, maxKvLen, minKvLen)) / reps;
   console.log(`${label.padEnd(52)} ${(per * 1e6).toFixed(1).padStart(8)} us  ${(bytes / per / 1e9).toFixed(0).padStart(6)} GB/s  ${(flops / per / 1e9).toFixed(0).padStart(7)} GFLOP/s`);
   return per;
 }
@@ -74,7 +74,7 @@ const x = buf(4096 * 9728 * 2); const y = buf(4096 * 19456 * 2);
 const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o", H, NQ * D], ["gate_up", 2 * I, H], ["down", H, I], ["lm_head", 16384, H]];
 const best: Record<string, string> = {};
 let tokenSec = 0;
-const ATTN_ONLY = Deno.args.includes("--attn-only");
+const ATTN_ONLY = Deno.args.includes("--attn-only") || Deno.args.includes("--fused-attn-only");
 const TILED_ONLY = Deno.args.includes("--tiled-only");
 const VEC_ONLY = Deno.args.includes("--vec-only");
 for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
@@ -108,11 +108,40 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     const k = `tiled ${name} M=${M}`; const g = 2 * N * K * M / per / 1e9;
     if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
   }
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
 if (F32 || TILED_ONLY || VEC_ONLY) Deno.exit(0);
 // decode attention at depth: one layer's KV, pages contiguous
+// Decode attention as the engine runs it (rows up to ropeMaxKv keys with RoPE, Q/K norm and the K/V write
+// fused in; longer rows rope.wgsl + the plain kernel) against the plain kernel alone, the fused kernel at
+// every length, and the plain kernel with the cache bound writable (as the fused variant has it).
+for (const len of [128, 1024, 4096, 8192, 16384]) {
+  const ps = 16, pages = len / ps;
+  const kv = buf(pages * 2 * NKV * ps * D * 2);
+  const pt = new Uint32Array(pages).map((_, i) => i); const ptb = buf(pages * 4, false); dev.queue.writeBuffer(ptb, 0, pt);
+  const rows = buf(16, false); dev.queue.writeBuffer(rows, 0, new Uint32Array([1, len - 1, 0, 1]));
+  const q = buf(NQ * D * 2), qkv = buf((NQ + 2 * NKV) * D * 2), out = buf(NQ * D * 4);
+  const invFreq = buf(D / 2 * 4, false); dev.queue.writeBuffer(invFreq, 0, new Float32Array(D / 2).map((_, i) => 1e6 ** (-2 * i / D)));
+  const norm = buf(D * 4, false); dev.queue.writeBuffer(norm, 0, new Float32Array(D).fill(1));
+  const maxSplit = Math.ceil(len / 256);
+  const opart = buf(NQ * maxSplit * D * 4, false), ml = buf(NQ * maxSplit * 8, false);
+  const kvBytes = len * NKV * D * 2 * 2;
+  const common = { rows, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit };
+  const base = setDecodeAttentionTuning({});
+  const variants: [string, Parameters<typeof setDecodeAttentionTuning>[0], boolean][] = [
+    ["plain", {}, false], ["kvrw", { probe: "kvrw" }, false], ["fused", { ropeMaxKv: Infinity }, true], ["engine", {}, true],
+  ];
+  for (const [v, t, fused] of variants) {
+    setDecodeAttentionTuning({ ...base, ...t });
+    const rope = fused ? { rope: { qkv, invFreq, qNorm: norm, kNorm: norm, rot: D, eps: 1e-6, mscale: 1 } } : {};
+    await time(`attn decode len=${len} ${v}`, async (ctx) => { await attentionDecode(ctx, { ...common, q, ...rope }); }, 50, kvBytes, 4 * NQ * len * D, len, len);
+  }
+  setDecodeAttentionTuning(base);
+  for (const b of [kv, ptb, rows, q, qkv, out, invFreq, norm, opart, ml]) b.destroy();
+}
+if (Deno.args.includes("--fused-attn-only")) Deno.exit(0);
 for (const len of [1024, 4096, 16384]) for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) {
   if (QUICK && len === 1024) continue;
   setDecodeAttentionTuning({ split, wg });

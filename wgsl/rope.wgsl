@@ -12,13 +12,17 @@
 //            pages    (slots, max_pages) u32  page table
 //            kv       (pages, 2, nkv, ps, hd) act   this layer's KV pool: K then V in each page
 //            q        (R, nq·hd) act
-// Grid: (R, nq + nkv); one workgroup per (row, head).
+// Grid: (rows, nq + nkv); one workgroup per (row, head), rows row0 .. (decode rows fuse this into
+// attention_decode.wgsl, so the engine runs it on prefill rows only).
 #include "lib/common.wgsl"
+#include "lib/rope.wgsl"
 
 override WG: u32 = 64;
 #include "lib/reduce.wgsl"
 
 struct Params {
+  row0: u32,       // first step row handled
+  min_len: u32,    // rows with pos + 1 < min_len are skipped (decode rows whose attention does this itself)
   nq: u32,         // query heads
   nkv: u32,        // key/value heads
   hd: u32,         // head dim (elements)
@@ -42,26 +46,16 @@ struct Params {
 
 var<workgroup> hv: array<f32, 512>;  // one head (hd ≤ 512)
 
-// cos/sin of an f32 angle, reduced to [-π, π] first (GPU sin/cos are only accurate there). 2π is split in
-// three parts whose products with k are exact for |k| < 2^16, so no step relies on a fused fma (WGSL does
-// not promise one; lavapipe's is unfused, which cost 2e-4 at position 2047).
-fn cos_sin(a: f32) -> vec2<f32> {
-  let k = round(a * 0.15915494309189535);
-  var r = a - k * 6.28125;            // 201/32
-  r = r - k * 1.9378662109375e-3;     // 127/2^16
-  r = r - k * -2.5590313e-6;          // 2π − the two above
-  return vec2<f32>(cos(r), sin(r));
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = wid.x;
+  let r = params.row0 + wid.x;
   let h = wid.y;
   let nq = params.nq;
   let nkv = params.nkv;
   let hd = params.hd;
   let width = (nq + 2u * nkv) * hd;
   let row = rows[r];
+  if (row.pos + 1u < params.min_len) { return; }
   let is_q = h < nq;
   let src = r * width + h * hd;  // q heads then k heads: contiguous in qkv
 

@@ -228,10 +228,13 @@ export class Engine {
     for (const p of old) (await p.catch(() => null))?.destroy(this.gpu);
   }
 
-  /** Records one step (one compute pass). `maxKvLen` sizes the decode-attention grid. */
-  encodeStep(encoder: GPUCommandEncoder, plan: Plan, maxKvLen: number): void {
+  /**
+   * Records one step (one compute pass). `maxKvLen` sizes the decode-attention grid; `minKvLen` (the
+   * shortest running decode row, 0 if unknown) lets it skip the variant for short rows when there are none.
+   */
+  encodeStep(encoder: GPUCommandEncoder, plan: Plan, maxKvLen: number, minKvLen = 0): void {
     const pass = encoder.beginComputePass({ label: "step" });
-    encodeDispatches(pass, plan.list, { maxKvLen });
+    encodeDispatches(pass, plan.list, { maxKvLen, minKvLen });
     pass.end();
   }
 

@@ -234,8 +234,9 @@ export class Scheduler {
 
     const enc = eng.gpu.device.createCommandEncoder({ label: "group" });
     const decodeLen = D ? Math.max(...decoding.map((s) => s.encPos + 1)) : 0;
+    const shortest = D ? Math.min(...decoding.map((s) => s.encPos + 1)) : 0;
     for (let i = 0; i < steps; i++) {
-      eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0));
+      eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0), shortest + i);
     }
     const ranges: Group["ranges"] = [];
     for (const s of decoding) {

@@ -163,21 +163,28 @@ export class StepGraph {
     }
   }
 
-  /** RoPE (+ optional per-head Q/K norm), K/V into the cache, then attention: qkv → attn. */
+  /**
+   * RoPE (+ optional per-head Q/K norm), K/V into the cache, then attention: qkv → attn. Decode rows do
+   * the first part inside decode attention; prefill rows take rope.wgsl.
+   */
   async attention(layer: number, opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {}): Promise<void> {
     const { acts, dims, kv } = this.res;
     const common = {
       rows: acts.rows, pages: kv.pageTable, kv: kv.layers[layer], nq: dims.nq, nkv: dims.nkv, hd: dims.hd,
       pageSize: kv.shape.pageSize, maxPages: kv.shape.maxPages,
     };
-    await rope(this.ctx, {
-      ...common, qkv: acts.qkv, invFreq: this.res.invFreq, qNorm: opts.qNorm, kNorm: opts.kNorm, q: acts.q,
-      R: this.R, rot: dims.rotary, eps: dims.eps, mscale: this.res.mscale,
-    });
+    const ropeArgs = {
+      qkv: acts.qkv, invFreq: this.res.invFreq, qNorm: opts.qNorm, kNorm: opts.kNorm, rot: dims.rotary, eps: dims.eps,
+      mscale: this.res.mscale,
+    };
+    // Decode rows: RoPE and the KV write go with decode attention (inside it for rows up to a few
+    // thousand keys); prefill rows take rope.wgsl here.
+    if (this.R > this.D) await rope(this.ctx, { ...common, ...ropeArgs, q: acts.q, R: this.R - this.D, row0: this.D });
     const scale = opts.scale ?? 1 / Math.sqrt(dims.hd);
     if (this.D > 0) {
       await attentionDecode(this.ctx, {
-        ...common, q: acts.q, out: acts.attn, row0: 0, D: this.D, scale, opart: acts.opart, ml: acts.ml, maxSplit: acts.maxSplit,
+        ...common, rope: ropeArgs, q: acts.q, out: acts.attn, row0: 0, D: this.D, scale,
+        opart: acts.opart, ml: acts.ml, maxSplit: acts.maxSplit,
       });
     }
     for (const s of this.layout.segments) {

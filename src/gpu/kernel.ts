@@ -51,6 +51,8 @@ export interface Dispatch {
 export interface StepShape {
   /** Largest KV length (position + 1) of any row in this step. */
   maxKvLen: number;
+  /** Smallest KV length of the step's running decode rows, when known (0: unknown). */
+  minKvLen?: number;
 }
 
 export class KernelCache {

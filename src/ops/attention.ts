@@ -4,12 +4,22 @@
  * @module
  */
 import { check, type OpContext, record } from "./context.ts";
+import { rope } from "./rope.ts";
 
 /**
- * Decode attention shape: keys per split (a row of length L uses ceil(L / split) workgroups per kv head)
- * and workgroup size (key rows in flight = wg / (hd/8)). Defaults from H200 sweeps (bench/NOTES.md).
+ * Decode attention shape: keys per split (a row of length L uses ceil(L / split) workgroups per kv head),
+ * workgroup size (key rows in flight = wg / (hd/8)), and `ropeMaxKv`: with RoPE inputs, rows with at most
+ * this many keys prepare their q and new K/V inside the kernel (one dispatch fewer), with their own
+ * workgroup size `ropeWg` (short rows have few workgroups); longer rows take rope.wgsl first,
+ * because each of their many split workgroups would repeat the preparation (0: never).
+ * Defaults from H200 A/B runs (bench/NOTES.md).
  */
-const decodeTuning = { split: 256, wg: 128 };
+const decodeTuning: { split: number; wg: number; ropeMaxKv: number; ropeWg: number; probe?: "kvrw" } = {
+  split: 256,
+  wg: 128,
+  ropeMaxKv: 4608,
+  ropeWg: 128,
+};
 
 /** Keys per split of decode attention (sizes the split scratch buffers). */
 export function decodeSplit(): number {
@@ -39,7 +49,25 @@ interface Common {
   scale: number;
 }
 
+/** RoPE inputs of the fused decode path (see rope.ts: same meaning). */
+export interface DecodeRope {
+  /** (R, (nq + 2·nkv)·hd) act, the fused QKV projection (replaces `q`). */
+  qkv: GPUBuffer;
+  invFreq: GPUBuffer;
+  qNorm?: GPUBuffer;
+  kNorm?: GPUBuffer;
+  rot: number;
+  eps: number;
+  mscale: number;
+}
+
 export interface DecodeAttentionArgs extends Common {
+  /**
+   * RoPE inputs: q, K and V of the decode rows are not prepared yet. Short rows do it inside the kernel;
+   * long rows (see `ropeMaxKv`) through rope.wgsl into `q` first. Without it, `q` holds roped queries
+   * and the cache the new K/V.
+   */
+  rope?: DecodeRope;
   /** Decode rows row0 .. row0+D−1. */
   D: number;
   /** Scratch (R, nq, maxSplit, hd) f32 and (R, nq, maxSplit) vec2<f32>. */
@@ -58,19 +86,52 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   // The subgroup merge assumes a fixed subgroup size covering whole key groups.
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= L && sg <= 128 && 128 % sg === 0;
-  const common = { rows: a.rows, pages: a.pages, kv: a.kv };
+  const rp = a.rope;
+  check(!rp || (rp.rot % 2 === 0 && rp.rot <= a.hd && !!rp.qNorm === !!rp.kNorm), "attentionDecode", `rot=${rp?.rot}, q_norm and k_norm together`);
   const blocks = Math.ceil(G / 4); // four query heads per workgroup
-  await record(ctx, {
-    file: "attention_decode.wgsl",
-    defines: useSg ? { LANE_SUBGROUP: 1 } : {},
-    overrides: { HD: a.hd, G, SPLIT: decodeTuning.split, WG: decodeTuning.wg, ...(useSg ? { SG: sg } : {}) },
-  }, {
-    buffers: { ...common, q: a.q, opart: a.opart, ml: a.ml, out: a.out },
-    params: {
-      row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
-    },
-    grid: (s) => [a.D, a.nkv * blocks, Math.min(a.maxSplit, Math.ceil(s.maxKvLen / decodeTuning.split))],
-  });
+  const NO_LIMIT = 0xffffffff;
+  const lim = rp ? Math.min(decodeTuning.ropeMaxKv, NO_LIMIT) : 0;
+  const split = decodeTuning.split;
+  const splits = (maxKv: number) => Math.min(a.maxSplit, Math.ceil(maxKv / split));
+  // Workgroup memory: merge slots (one per subgroup, or per key group without subgroups) of L·8 vec4s, plus
+  // the fused variant's two head tables; a workgroup too big for it is halved.
+  const fitWg = (wg: number) => {
+    const bytes = (w: number) => (useSg ? w / sg : w / L) * (L * 8 + 2) * 16 + 2 * 5 * a.hd * 4 + w * 4 + 256;
+    while (wg > 128 && bytes(wg) > info.maxWorkgroupStorage) wg /= 2;
+    return wg;
+  };
+  const variant = async (fused: boolean, minLen: number, maxLen: number, z: (maxKv: number, minKv: number) => number) => {
+    const buffers: Record<string, GPUBuffer> = {
+      rows: a.rows, pages: a.pages, kv: a.kv, q: fused ? rp!.qkv : a.q, opart: a.opart, ml: a.ml, out: a.out,
+    };
+    if (fused) Object.assign(buffers, { inv_freq: rp!.invFreq }, rp!.qNorm ? { qn: rp!.qNorm, kn: rp!.kNorm } : {});
+    await record(ctx, {
+      file: "attention_decode.wgsl",
+      defines: {
+        ...(useSg ? { LANE_SUBGROUP: 1 } : {}), ...(fused ? { ROPE: 1 } : {}), ...(fused && rp!.qNorm ? { QK_NORM: 1 } : {}),
+        ...(decodeTuning.probe === "kvrw" && !fused && info.f16 ? { PROBE_KV_RW: 1 } : {}),
+      },
+      overrides: { HD: a.hd, G, SPLIT: split, WG: fitWg(fused ? decodeTuning.ropeWg : decodeTuning.wg), ...(useSg ? { SG: sg } : {}) },
+    }, {
+      buffers,
+      params: {
+        row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
+        min_len: minLen, max_len: maxLen, ...(fused ? { rot: rp!.rot, eps: rp!.eps, mscale: rp!.mscale } : {}),
+      },
+      grid: (s) => [a.D, a.nkv * blocks, z(s.maxKvLen, s.minKvLen ?? 0)],
+    });
+  };
+  if (lim > 0) await variant(true, 0, lim, (m, n) => (n > lim ? 0 : splits(Math.min(m, lim))));
+  if (lim < NO_LIMIT) {
+    // Rows longer than `lim` (all rows without RoPE inputs): rope.wgsl, then the plain kernel.
+    if (rp) {
+      await rope(ctx, {
+        ...rp, rows: a.rows, pages: a.pages, kv: a.kv, q: a.q, R: a.D, row0: a.row0, minLen: lim + 1, nq: a.nq, nkv: a.nkv,
+        hd: a.hd, pageSize: a.pageSize, maxPages: a.maxPages, when: (s) => s.maxKvLen > lim,
+      });
+    }
+    await variant(false, lim + 1, NO_LIMIT, (m) => (m > lim ? splits(m) : 0));
+  }
   await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
     params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },

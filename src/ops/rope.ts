@@ -1,4 +1,5 @@
 /** Host wrapper of `rope.wgsl`: Q/K norm + RoPE, Q out, K/V into the paged cache. @module */
+import type { StepShape } from "../gpu/kernel.ts";
 import { check, type OpContext, record } from "./context.ts";
 
 export interface RopeArgs {
@@ -14,7 +15,13 @@ export interface RopeArgs {
   kv: GPUBuffer;
   /** (R, nq·hd) act. */
   q: GPUBuffer;
+  /** Rows row0 .. row0+R−1 (row0 default 0). */
   R: number;
+  row0?: number;
+  /** Rows whose KV length (pos + 1) is below this are skipped (default 0). */
+  minLen?: number;
+  /** Recorded, but dispatched only in steps where this holds. */
+  when?: (s: StepShape) => boolean;
   nq: number;
   nkv: number;
   hd: number;
@@ -35,8 +42,8 @@ export async function rope(ctx: OpContext, a: RopeArgs): Promise<void> {
   await record(ctx, { file: "rope.wgsl", defines: a.qNorm ? { QK_NORM: 1 } : {}, overrides: { WG: 64 } }, {
     buffers,
     params: {
-      nq: a.nq, nkv: a.nkv, hd: a.hd, rot: a.rot, ps: a.pageSize, max_pages: a.maxPages, eps: a.eps, mscale: a.mscale,
+      row0: a.row0 ?? 0, min_len: a.minLen ?? 0, nq: a.nq, nkv: a.nkv, hd: a.hd, rot: a.rot, ps: a.pageSize, max_pages: a.maxPages, eps: a.eps, mscale: a.mscale,
     },
-    grid: [a.R, a.nq + a.nkv, 1],
+    grid: a.when ? (s) => (a.when!(s) ? [a.R, a.nq + a.nkv, 1] : [0, 0, 0]) : [a.R, a.nq + a.nkv, 1],
   });
 }

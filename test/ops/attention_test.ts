@@ -3,11 +3,17 @@
  *  - decode (attention_decode.wgsl + attention_combine.wgsl, split-K over 256 keys): GQA ratios 1, 3, 4,
  *    KV lengths over 256 (several splits), odd lengths, length 1, head dims 32/64/128, rows after row0;
  *    64/128-key splits (up to 40 to merge) and 256-lane workgroups;
+ *  - decode with RoPE fused (the engine's decode path: q from the raw QKV projection, Q/K norm, rotate-half
+ *    RoPE, the new K/V written into the cache; the whole pool is compared): G 4 and 6 (two blocks write
+ *    the same key), partial rotary with a half that is not a multiple of 8, head dims 32/128/256, length 1,
+ *    several splits, the swept split shapes, the workgroup-memory path (no subgroups), and steps whose
+ *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`);
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16).
  */
-import { describe, test } from "vitest";
+import { afterAll, beforeAll, describe, test } from "vitest";
+import { Gpu } from "../../src/gpu/device.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "../../src/lab/cases/attention.ts";
 import { setDecodeAttentionTuning } from "../../src/ops/attention.ts";
 import { devices, expectCase } from "../util/lab.ts";
@@ -32,6 +38,50 @@ for (const path of ["f16", "f32"] as const) {
           try {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
+          } finally {
+            setDecodeAttentionTuning(prev);
+          }
+        }
+      }),
+    );
+    test(
+      "decode with RoPE fused: q/k norm, G 4 over 3 splits; G 6 (two blocks) with rot 40 of 64 and mscale",
+      on(path, async (gpu) => {
+        const qwen = { rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6 };
+        await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, ...qwen }, 11);
+        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 1, hd: 64, ps: 7, len: 300, rope: 1, qknorm: 0 }, 12);
+      }),
+    );
+    test(
+      "decode with RoPE fused: length 1 after other rows, head dim 32; head dim 256 (two heads per group)",
+      on(path, async (gpu) => {
+        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 4, hd: 32, ps: 5, len: 1, row0: 2, rope: 1, rot: 32 }, 13);
+        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 3, nkv: 1, hd: 256, ps: 16, len: 260, rope: 1, rot: 256 }, 14);
+      }),
+    );
+    test(
+      "decode with RoPE: rows longer than ropeMaxKv take rope.wgsl + the plain kernel in the same step; ropeMaxKv 0",
+      on(path, async (gpu) => {
+        for (const ropeMaxKv of [300, 0]) {
+          const prev = setDecodeAttentionTuning({ ropeMaxKv });
+          try {
+            await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 18);
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2 }, 19);
+            // One long row: the short-row dispatch is skipped.
+            await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 21);
+          } finally {
+            setDecodeAttentionTuning(prev);
+          }
+        }
+      }),
+    );
+    test(
+      "decode with RoPE fused, swept shapes: 64-key splits with 256 lanes, 128-key splits with 512 lanes",
+      on(path, async (gpu) => {
+        for (const t of [{ split: 64, wg: 256, ropeWg: 256 }, { split: 128, wg: 128, ropeWg: 512 }]) {
+          const prev = setDecodeAttentionTuning(t);
+          try {
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 15);
           } finally {
             setDecodeAttentionTuning(prev);
           }
@@ -94,3 +144,21 @@ for (const path of ["f16", "f32"] as const) {
     );
   });
 }
+
+describe("attention without subgroups (workgroup-memory reductions)", () => {
+  let gpu: Gpu;
+  beforeAll(async () => {
+    gpu = await Gpu.create({ f16: false, subgroups: false });
+  });
+  afterAll(() => gpu?.destroy());
+  test("decode with RoPE fused and q/k norm (128 and 512 lanes); plain decode", async () => {
+    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128 }, 16);
+    const prev = setDecodeAttentionTuning({ ropeWg: 512 });
+    try {
+      await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 64, ps: 16, len: 300, rope: 1, rot: 64 }, 20);
+    } finally {
+      setDecodeAttentionTuning(prev);
+    }
+    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 17);
+  });
+});

@@ -6,11 +6,12 @@
  */
 import { ShapeError } from "../../errors.ts";
 import { attentionDecode, attentionPrefill, decodeSplit } from "../../ops/attention.ts";
-import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
+import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
-import { BufferSet, readF32, seal } from "../harness.ts";
+import { BufferSet, readAct, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { attentionRef } from "../ref/attention.ts";
+import { ropeInvFreq, ropeRef } from "../ref/rope.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import type { Rng } from "../rng.ts";
 import { type Pool, randomPool } from "./paged.ts";
@@ -26,6 +27,8 @@ export interface AttentionInputs extends CaseInputs {
   q: Float64Array;
   pool: Pool;
   out0: Float64Array;
+  /** Decode with `rope`: q is computed in the kernel from this raw QKV projection (src/lab/ref/rope.ts). */
+  rope?: { qkv: Float64Array; invFreq: Float64Array; qn?: Float64Array; kn?: Float64Array; rot: number; eps: number; mscale: number };
 }
 
 /**
@@ -33,7 +36,11 @@ export interface AttentionInputs extends CaseInputs {
  * thousand keys. f16: Q/K/V are exact f16 inputs; prefill rounds q·scale to f16 (2^-11 on every score).
  */
 function tolerance(act: ActDtype): Record<string, Tolerance> {
-  return { out: act === "f16" ? { atol: 5e-4, rtol: 2e-3 } : { atol: 2e-6, rtol: 1e-4 } };
+  return {
+    out: act === "f16" ? { atol: 5e-4, rtol: 2e-3 } : { atol: 2e-6, rtol: 1e-4 },
+    // The K/V cells the fused RoPE path writes: rope.wgsl's tolerance (tests/ops/rope_test.ts).
+    kv: act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-6, rtol: 2e-6 },
+  };
 }
 
 function heads(shape: Record<string, number | string>): { nq: number; nkv: number; hd: number } {
@@ -54,11 +61,23 @@ function queries(rng: Rng, n: number, act: ActDtype): Float64Array {
 /** Reference work (multiply-adds) above which only a sample of rows is checked (big CLI shapes). */
 const FULL_CHECK_MACS = 2 ** 28;
 
+/**
+ * With `rope`, the q rows and the pool after rope.wgsl's work on the decode rows (q rounded to act, as the
+ * kernel keeps it); otherwise the inputs as they are.
+ */
+function roped(i: AttentionInputs): { q: Float64Array; kv: Float64Array } {
+  if (!i.rope) return { q: i.q, kv: i.pool.kv };
+  const r = ropeRef({ ...i.pool, ...i.rope, rows: i.rows, nq: i.nq, kv0: i.pool.kv, which: i.which });
+  return { q: r.q.map((v) => roundAct(v, i.act)), kv: r.kv };
+}
+
 /** The reference output; rows left out of a sample are NaN (not checked). */
-function reference(i: AttentionInputs): Float64Array {
-  const { nq, pool } = i;
+function reference(i: AttentionInputs, qkv = roped(i)): Float64Array {
+  const { nq } = i;
+  const pool = { ...i.pool, kv: qkv.kv };
+  const r = { ...i, q: qkv.q };
   const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
-  if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...i });
+  if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
   const n = Math.max(2, Math.floor((i.which.length * FULL_CHECK_MACS) / macs));
   const pick = [
@@ -66,7 +85,7 @@ function reference(i: AttentionInputs): Float64Array {
       Array.from({ length: n }, (_, k) => i.which[Math.round((k * (i.which.length - 1)) / (n - 1))]),
     ),
   ];
-  const out = attentionRef({ ...pool, ...i, which: pick });
+  const out = attentionRef({ ...pool, ...r, which: pick });
   const width = nq * pool.hd;
   for (const r of i.which) if (!pick.includes(r)) out.fill(NaN, r * width, (r + 1) * width);
   return out;
@@ -81,15 +100,21 @@ const HEAD_KEYS = {
 
 export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   files: ["attention_decode.wgsl", "attention_combine.wgsl"],
-  summary: "decode attention over the paged cache, split along keys (256 per split) then combined",
-  // Qwen3-4B: 32 q / 8 kv heads, head_dim 128; four sequences, the longest 4096 tokens.
-  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0 },
-  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0 },
+  summary: "decode attention over the paged cache, split along keys (256 per split) then combined; " +
+    "rope 1: RoPE, Q/K norm and the new K/V write fused in (the engine's decode path)",
+  // Qwen3-4B: 32 q / 8 kv heads, head_dim 128, q/k norm, theta 1e6; four sequences, the longest 4096 tokens.
+  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0, rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6 },
+  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0, rope: 0, qknorm: 1, rot: 40, mscale: 1.13, theta: 10000 },
   keys: {
     D: "decode rows (one sequence each)",
     ...HEAD_KEYS,
     len: "KV length of the first row; the others draw theirs from [1, len]",
     row0: "rows before the decode rows",
+    rope: "1: q from the raw QKV projection, RoPE and the K/V write of position pos in the kernel",
+    qknorm: "(rope) 1: Qwen3 per-head q/k RMS norm",
+    rot: "(rope) rotated dims (even, ≤ hd)",
+    mscale: "(rope) RoPE attention factor (YaRN)",
+    theta: "(rope) RoPE base",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -101,6 +126,20 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       ...lens.map((l, s) => ({ token: rng.int(0, 1000), pos: l - 1, slot: s, kind: 1 })),
     ];
     const R = rows.length;
+    let rope: AttentionInputs["rope"];
+    if (shape.rope) {
+      const rot = int(shape, "rot", 2);
+      if (rot % 2 || rot > hd) throw new ShapeError(`attention: rot=${rot} must be even and ≤ hd=${hd}`);
+      const norm = () => Float64Array.from({ length: hd }, () => Math.fround(rng.range(0.5, 1.5)));
+      rope = {
+        qkv: Float64Array.from({ length: R * (nq + 2 * nkv) * hd }, () => roundAct(rng.signed(2), env.act)),
+        invFreq: ropeInvFreq(num(shape, "theta"), rot),
+        ...(shape.qknorm ? { qn: norm(), kn: norm() } : {}),
+        rot,
+        eps: 1e-6,
+        mscale: Math.fround(num(shape, "mscale")),
+      };
+    }
     return {
       shape,
       act: env.act,
@@ -113,6 +152,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       q: queries(rng, R * nq * hd, env.act),
       pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
+      rope,
     };
   },
   async bind(gpu, i) {
@@ -122,12 +162,28 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const maxLen = Math.max(...i.which.map((r) => i.rows[r].pos + 1));
     const maxSplit = Math.ceil(maxLen / decodeSplit());
     const out = set.upload("out", Float32Array.from(i.out0));
+    const kv = set.upload("kv", encodeAct(pool.kv, i.act), { mutable: !!i.rope });
+    const rp = i.rope;
     const ctx = set.context();
     await attentionDecode(ctx, {
       rows: set.upload("rows", encodeRows(i.rows)),
-      q: set.upload("q", encodeAct(i.q, i.act)),
+      ...(rp
+        ? {
+          rope: {
+            qkv: set.upload("qkv", encodeAct(rp.qkv, i.act)),
+            invFreq: set.upload("inv_freq", Float32Array.from(rp.invFreq)),
+            qNorm: rp.qn && set.upload("q_norm", Float32Array.from(rp.qn)),
+            kNorm: rp.kn && set.upload("k_norm", Float32Array.from(rp.kn)),
+            rot: rp.rot,
+            eps: rp.eps,
+            mscale: rp.mscale,
+          },
+        }
+        : {}),
+      // With rope: the queries of rows longer than `ropeMaxKv`, written by rope.wgsl first.
+      q: set.upload("q", encodeAct(i.q, i.act), { mutable: true }),
       pages: set.upload("pages", pool.pages),
-      kv: set.upload("kv", encodeAct(pool.kv, i.act)),
+      kv,
       out,
       row0: i.row0,
       D: i.which.length,
@@ -144,11 +200,20 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     return seal(
       set,
       ctx,
-      { maxKvLen: maxLen },
-      async () => ({ out: await readF32(gpu, out, i.out0.length) }),
+      // As the scheduler gives them: the longest row, and the shortest (the short-row variant is skipped
+      // when every row is longer than `ropeMaxKv`).
+      { maxKvLen: maxLen, minKvLen: Math.min(...i.which.map((r) => i.rows[r].pos + 1)) },
+      async () => ({
+        out: await readF32(gpu, out, i.out0.length),
+        ...(rp ? { kv: await readAct(gpu, kv, pool.kv.length, i.act) } : {}),
+      }),
     );
   },
-  check: (got, i) => compareAll(got, { out: reference(i) }, tolerance(i.act)),
+  check(got, i) {
+    const r = roped(i);
+    // With rope the whole pool is compared: the new cells, and no stray write elsewhere.
+    return compareAll(got, { out: reference(i, r), ...(i.rope ? { kv: r.kv } : {}) }, tolerance(i.act));
+  },
   tolerance: (_s, act) => tolerance(act),
   cost(shape, act) {
     // Every row's K and V once (the first row at `len`, the others on average len/2), q and out.

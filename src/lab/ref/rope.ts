@@ -22,6 +22,8 @@ export interface RopeRef extends PagedKv {
   mscale: number;
   /** The pool before the kernel runs. */
   kv0: Float64Array;
+  /** Rows to process (default all); the others' q stays 0 and their K/V are not written. */
+  which?: number[];
 }
 
 export function ropeRef(a: RopeRef): { q: Float64Array; kv: Float64Array } {
@@ -32,6 +34,7 @@ export function ropeRef(a: RopeRef): { q: Float64Array; kv: Float64Array } {
   const half = rot / 2;
   const head = new Float64Array(hd);
   a.rows.forEach((row, r) => {
+    if (a.which && !a.which.includes(r)) return;
     for (let h = 0; h < nq + nkv; h++) {
       const isQ = h < nq;
       const src = r * width + h * hd;
