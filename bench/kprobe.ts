@@ -69,6 +69,41 @@ override WG: u32 = 512; @compute @workgroup_size(WG) fn main(@builtin(global_inv
     console.log(`read probe WG=${WG}: ${(size / per / 1e9).toFixed(0)} GB/s`);
   }
 }
+// The dispatch floor: a chain of tiny dependent dispatches (one buffer, read-modify-write: a barrier before
+// each) against the same dispatches spread over 64 buffers (a buffer is reused every 64 dispatches).
+if (Deno.args.includes("--floor")) {
+  const code = `@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { o[i] = o[i] * 3u + 1u; }`;
+  const mod = dev.createShaderModule({ code });
+  const pipe = dev.createComputePipeline({ layout: "auto", compute: { module: mod, entryPoint: "main" } });
+  const bufs = Array.from({ length: 64 }, () => buf(256, false));
+  const groups = bufs.map((b) => dev.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: b } }] }));
+  for (const [name, n] of [["one buffer", 1], ["64 buffers", 64]] as const) {
+    const list = Array.from({ length: 64 }, (_, i) => ({ kernel: { pipeline: pipe, label: "floor" }, bindGroup: groups[i % n], grid: [1, 1, 1] }));
+    await gpuTime(list, 2, 1);
+    const per = (await gpuTime(list, 40, 1)) / (40 * 64);
+    console.log(`dispatch floor, ${name}: ${(per * 1e6).toFixed(2)} us per dispatch`);
+  }
+  // Streaming reads of one decode GEMV's weight bytes per dispatch (each dispatch reads its own copy, so L2
+  // does not hold it), chained: what a GEMV of that size could take if it were only a read.
+  const rcode = `@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>; @group(0) @binding(1) var<storage, read_write> o: array<u32>;
+@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+  let stride = n.x * 256u; var acc = vec4<u32>(0u); for (var i = g.x; i < arrayLength(&a); i += stride) { acc ^= a[i]; }
+  if (acc.x == 0x12345678u) { o[g.x % 64u] = acc.y; } }`;
+  const rpipe = dev.createComputePipeline({ layout: "auto", compute: { module: dev.createShaderModule({ code: rcode }), entryPoint: "main" } });
+  for (const [name, mb] of [["o_proj", 5.9], ["qkv", 8.8], ["down", 14.0], ["gate_up", 28.0]] as const) {
+    const size = Math.round((mb * 1e6) / 16) * 16;
+    const srcs = Array.from({ length: 8 }, () => buf(size, false));
+    for (const wgs of [132 * 4, 132 * 8, 132 * 16]) {
+      const list = srcs.map((b) => ({ kernel: { pipeline: rpipe, label: "read" }, bindGroup: dev.createBindGroup({ layout: rpipe.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: b } }, { binding: 1, resource: { buffer: bufs[0] } }] }), grid: [wgs, 1, 1] }));
+      await gpuTime(list, 2, 1);
+      const per = (await gpuTime(list, 20, 1)) / (20 * 8);
+      console.log(`read ${name} ${mb} MB, ${wgs} workgroups: ${(per * 1e6).toFixed(1)} us, ${(size / per / 1e9).toFixed(0)} GB/s`);
+    }
+    srcs.forEach((b) => b.destroy());
+  }
+  Deno.exit(0);
+}
 const H = 2560, I = 9728, D = 128, NQ = 32, NKV = 8;
 const x = buf(4096 * 9728 * 2); const y = buf(4096 * 19456 * 2);
 const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o", H, NQ * D], ["gate_up", 2 * I, H], ["down", H, I], ["lm_head", 16384, H]];
