@@ -69,6 +69,24 @@ override WG: u32 = 512; @compute @workgroup_size(WG) fn main(@builtin(global_inv
     console.log(`read probe WG=${WG}: ${(size / per / 1e9).toFixed(0)} GB/s`);
   }
 }
+// The decode GEMV as the engine runs it, against probes of itself (wrong results, timing only): without the
+// dequant math, without the scale/bias loads, and with the weight loads alone.
+if (Deno.args.includes("--gemv-probes")) {
+  const shapes4: [string, number, number][] = [["qkv", 6144, 2560], ["o", 2560, 4096], ["gate_up", 19456, 2560], ["down", 2560, 9728]];
+  const xin = buf(9728 * 16), yout = buf(19456 * 16);
+  const base = setMatmulTuning({}).vec;
+  for (const [name, N, K] of shapes4) {
+    const sets = Array.from({ length: 6 }, () => qlinear(N, K));
+    const bytes = N * K * (0.5 + 4 / 64);
+    for (const probe of [undefined, "nomath", "noscale", "wonly"] as const) {
+      setMatmulTuning({ vec: { ...base, probe } });
+      await time(`gemv ${name} ${N}x${K} ${probe ?? "engine"}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x: xin, w, y: yout, M: 1, out: "act", mode: "vec" }); }, 20, bytes * 6, 2 * N * K * 6);
+    }
+    sets.forEach((l) => l.shards.forEach((s) => [s.w, s.scales!, s.biases!].forEach((b) => b.destroy())));
+  }
+  setMatmulTuning({ vec: base });
+  Deno.exit(0);
+}
 // The dispatch floor: a chain of tiny dependent dispatches (one buffer, read-modify-write: a barrier before
 // each) against the same dispatches spread over 64 buffers (a buffer is reused every 64 dispatches).
 if (Deno.args.includes("--floor")) {

@@ -39,9 +39,10 @@ export interface MatmulTuning {
   /**
    * Vector kernel: lanes per team (0 = pick from K), Q4 chunks per lane when T is picked, Q4 words per
    * chunk (1, 2, 4), Q4 chunks loaded ahead (PF 1 or 2), least workgroup size, columns per team (non-Q4; Q4 teams take 4), magic Q4 dequant;
-   * `probe` (kernel sweeps only, wrong results): "nomath" drops the Q4 math, leaving the memory side.
+   * `probe` (kernel sweeps only, wrong results): "nomath" drops the Q4 math, leaving the memory side;
+   * "noscale" keeps the math but loads no scales or biases; "wonly" does neither (weight loads alone).
    */
-  vec: { T: number; U: number; V: number; PF: number; WG: number; R: number; magic: boolean; probe?: "nomath" };
+  vec: { T: number; U: number; V: number; PF: number; WG: number; R: number; magic: boolean; probe?: "nomath" | "noscale" | "wonly" };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
@@ -94,7 +95,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const vdefs = {
         ...defines, MB: M === 1 ? 1 : 4, ...(M === 1 ? {} : { MB4: 1 }), R: v.R, ...(v.TS > 1 ? { TEAM_SUBGROUP: 1 } : {}),
         ...(magic ? { QMAGIC: 1 } : {}), ...(a.norm ? { NORM: 1 } : {}), ...(q4 ? { QV: qv, [`QV${qv}`]: 1, ...(tuning.vec.PF === 2 ? { PF2: 1 } : {}) } : {}),
-        ...(q4 && tuning.vec.probe === "nomath" ? { PROBE_NOMATH: 1 } : {}),
+        ...(q4 && (tuning.vec.probe === "nomath" || tuning.vec.probe === "wonly") ? { PROBE_NOMATH: 1 } : {}),
+        ...(q4 && (tuning.vec.probe === "noscale" || tuning.vec.probe === "wonly") ? { PROBE_NOSCALE: 1 } : {}),
       };
       await record(ctx, { file: "matmul_vec.wgsl", defines: vdefs, overrides: { ...overrides, WG: v.WG, T: v.T, TS: v.TS } }, {
         buffers,

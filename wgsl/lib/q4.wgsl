@@ -101,6 +101,11 @@ struct Stage { q0: wq_t, q1: wq_t, q2: wq_t, q3: wq_t, sw: vec4<u32>, bw: vec4<u
 fn stage(c: vec4<u32>, ci: u32, cpr: u32, gpr: u32) -> Stage {
   let gi = c * gpr + vec4<u32>((ci * QV * 8u) / GS);
   let h = gi >> vec4<u32>(1u);
+#ifdef PROBE_NOSCALE
+  // Benchmark probe only: the weights loaded, scales and biases not (fixed words instead).
+  return Stage(w[c.x * cpr + ci], w[c.y * cpr + ci], w[c.z * cpr + ci], w[c.w * cpr + ci],
+               vec4<u32>(0x3c003c00u) + (h & vec4<u32>(1u)), vec4<u32>(0x3c003c00u), gi);
+#endif
   return Stage(w[c.x * cpr + ci], w[c.y * cpr + ci], w[c.z * cpr + ci], w[c.w * cpr + ci],
                vec4<u32>(scales[h.x], scales[h.y], scales[h.z], scales[h.w]),
                vec4<u32>(biases[h.x], biases[h.y], biases[h.z], biases[h.w]), gi);
