@@ -127,7 +127,8 @@ const x = buf(4096 * 9728 * 2); const y = buf(4096 * 19456 * 2);
 const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o", H, NQ * D], ["gate_up", 2 * I, H], ["down", H, I], ["lm_head", 16384, H]];
 const best: Record<string, string> = {};
 let tokenSec = 0;
-const ATTN_ONLY = Deno.args.includes("--attn-only") || Deno.args.includes("--fused-attn-only");
+const FUSED_ONLY = Deno.args.includes("--fused-attn-only");
+const ATTN_ONLY = Deno.args.includes("--attn-only") || FUSED_ONLY;
 const TILED_ONLY = Deno.args.includes("--tiled-only");
 const VEC_ONLY = Deno.args.includes("--vec-only");
 for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
@@ -170,6 +171,7 @@ if (F32 || TILED_ONLY || VEC_ONLY) Deno.exit(0);
 // Decode attention as the engine runs it (rows up to ropeMaxKv keys with RoPE, Q/K norm and the K/V write
 // fused in; longer rows rope.wgsl + the plain kernel) against the plain kernel alone, the fused kernel at
 // every length, and the plain kernel with the cache bound writable (as the fused variant has it).
+// One layer's KV per length, pages contiguous, buffers sized for the smallest split swept.
 for (const len of [128, 1024, 4096, 8192, 16384]) {
   const ps = 16, pages = len / ps;
   const kv = buf(pages * 2 * NKV * ps * D * 2);
@@ -178,34 +180,23 @@ for (const len of [128, 1024, 4096, 8192, 16384]) {
   const q = buf(NQ * D * 2), qkv = buf((NQ + 2 * NKV) * D * 2), out = buf(NQ * D * 4);
   const invFreq = buf(D / 2 * 4, false); dev.queue.writeBuffer(invFreq, 0, new Float32Array(D / 2).map((_, i) => 1e6 ** (-2 * i / D)));
   const norm = buf(D * 4, false); dev.queue.writeBuffer(norm, 0, new Float32Array(D).fill(1));
-  const maxSplit = Math.ceil(len / 256);
+  const maxSplit = Math.ceil(len / 64);
   const opart = buf(NQ * maxSplit * D * 4, false), ml = buf(NQ * maxSplit * 8, false);
   const kvBytes = len * NKV * D * 2 * 2;
-  const common = { rows, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit };
+  const common = { rows, q, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit };
+  const rope = { qkv, invFreq, qNorm: norm, kNorm: norm, rot: D, eps: 1e-6, mscale: 1 };
   const base = setDecodeAttentionTuning({});
   const variants: [string, Parameters<typeof setDecodeAttentionTuning>[0], boolean][] = [
     ["plain", {}, false], ["kvrw", { probe: "kvrw" }, false], ["fused", { ropeMaxKv: Infinity }, true], ["engine", {}, true],
   ];
+  // Split and workgroup sweep of the plain kernel (not at 128 or 8192 keys; not at 1024 with --quick).
+  if (!FUSED_ONLY && len !== 128 && len !== 8192 && !(QUICK && len === 1024)) {
+    for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) variants.push([`split=${split} wg=${wg}`, { split, wg }, false]);
+  }
   for (const [v, t, fused] of variants) {
     setDecodeAttentionTuning({ ...base, ...t });
-    const rope = fused ? { rope: { qkv, invFreq, qNorm: norm, kNorm: norm, rot: D, eps: 1e-6, mscale: 1 } } : {};
-    await time(`attn decode len=${len} ${v}`, async (ctx) => { await attentionDecode(ctx, { ...common, q, ...rope }); }, 50, kvBytes, 4 * NQ * len * D, len, len);
+    await time(`attn decode len=${len} ${v}`, async (ctx) => { await attentionDecode(ctx, { ...common, ...(fused ? { rope } : {}) }); }, 50, kvBytes, 4 * NQ * len * D, len, len);
   }
   setDecodeAttentionTuning(base);
   for (const b of [kv, ptb, rows, q, qkv, out, invFreq, norm, opart, ml]) b.destroy();
-}
-if (Deno.args.includes("--fused-attn-only")) Deno.exit(0);
-for (const len of [1024, 4096, 16384]) for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) {
-  if (QUICK && len === 1024) continue;
-  setDecodeAttentionTuning({ split, wg });
-  const ps = 16, pages = len / ps;
-  const kv = buf(pages * 2 * NKV * ps * D * 2);
-  const pt = new Uint32Array(pages).map((_, i) => i); const ptb = buf(pages * 4, false); dev.queue.writeBuffer(ptb, 0, pt);
-  const rows = buf(16, false); dev.queue.writeBuffer(rows, 0, new Uint32Array([1, len - 1, 0, 1]));
-  const q = buf(NQ * D * 2); const out = buf(NQ * D * 4);
-  const maxSplit = Math.ceil(len / split);
-  const opart = buf(NQ * maxSplit * D * 4, false), ml = buf(NQ * maxSplit * 8, false);
-  const kvBytes = len * NKV * D * 2 * 2;
-  await time(`attn decode len=${len} split=${split} wg=${wg}`, async (ctx) => { await attentionDecode(ctx, { rows, q, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit }); }, 50, kvBytes, 4 * NQ * len * D, len);
-  for (const b of [kv, ptb, rows, q, out, opart, ml]) b.destroy();
 }

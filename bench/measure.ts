@@ -18,6 +18,8 @@ export interface ModelSpec {
 
 export interface LoadOptions {
   contextWindow: number;
+  /** Sequences decoded together (default 1). */
+  maxBatch?: number;
   prefillChunk?: number;
   f32?: boolean;
   seed?: number;
@@ -34,7 +36,7 @@ export interface Loaded {
 export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded> {
   const t0 = performance.now();
   const opts = {
-    maxBatch: 1,
+    maxBatch: o.maxBatch ?? 1,
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
     gpuOptions: { f16: !o.f32 },

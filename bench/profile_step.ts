@@ -5,18 +5,17 @@
  *   deno run -A bench/profile_step.ts [--model DIR | --synthetic NAME] [--decode N] [--prefill N] [--depth D] [--steps K]
  * @module
  */
-import { Engine } from "../src/engine/engine.ts";
-import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
-import { SyntheticModelSource } from "../src/loader/synthetic.ts";
+import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
 import { parseFlags } from "../src/cli/args.ts";
 import { readBuffer } from "../src/gpu/readback.ts";
+import { loadModel } from "./measure.ts";
 
 const f = parseFlags(Deno.args, { model: "string", synthetic: "string", decode: "number", prefill: "number", depth: "number", steps: "number" });
-const opts = { maxBatch: Math.max(1, f.decode ?? 1), contextWindow: (f.depth ?? 0) + (f.prefill ?? 0) + 10 * (f.steps ?? 32) + 64, prefillChunk: Math.max(512, f.prefill ?? 0) };
-const syn = f.synthetic ? new SyntheticModelSource(f.synthetic, new DiskModelSource(DEFAULT_MODEL_DIR)) : null;
-const engine = syn
-  ? await Engine.load(syn, { ...opts, weightSource: syn.weightSource({ seed: 1 }) })
-  : await Engine.load(new DiskModelSource(f.model ?? DEFAULT_MODEL_DIR), opts);
+const { engine } = await loadModel(f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAULT_MODEL_DIR }, {
+  maxBatch: Math.max(1, f.decode ?? 1),
+  contextWindow: (f.depth ?? 0) + (f.prefill ?? 0) + 10 * (f.steps ?? 32) + 64,
+  prefillChunk: Math.max(512, f.prefill ?? 0),
+});
 const gpu = engine.gpu, dev = gpu.device;
 const D = f.decode ?? (f.prefill ? 0 : 1), P = f.prefill ?? 0, depth = f.depth ?? 0, K = f.steps ?? 32;
 const layout = { decode: D, segments: P ? [{ row0: D, len: P, final: true }] : [], logits: "sampled" as const };

@@ -22,7 +22,6 @@
 // in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group states are then
 // merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
 #include "lib/common.wgsl"
-#include "lib/rope.wgsl"
 
 override HD: u32 = 128;      // head dim
 override G: u32 = 1;         // query heads per kv head
@@ -59,33 +58,11 @@ struct Params {
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
-#ifdef ROPE
+// KV_ACCESS: read_write for ROPE (it writes the new K/V), and for the `kvrw` benchmark probe; read otherwise.
 #ifdef F16
-@group(0) @binding(4) var<storage, read_write> kv: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec4<u32>>;
 #else
-@group(0) @binding(4) var<storage, read_write> kv: array<vec4<f32>>;
-#endif
-@group(0) @binding(8) var<storage, read> inv_freq: array<f32>;
-#ifdef QK_NORM
-@group(0) @binding(9) var<storage, read> qn: array<f32>;
-@group(0) @binding(10) var<storage, read> kn: array<f32>;
-#endif
-var<workgroup> sm_h: array<f32, 5u * HD>;  // normalised heads: query heads g0 .. g0+3, then the new key
-var<workgroup> sm_q: array<f32, 5u * HD>;  // the same heads rotated (query heads rounded to act)
-#ifndef LANE_SUBGROUP
-var<workgroup> sm_ss: array<f32, WG>;
-#endif
-#else
-#ifdef PROBE_KV_RW
-// Benchmark probe only: the plain kernel with the cache bound writable, as the ROPE variant has it.
-@group(0) @binding(4) var<storage, read_write> kv: array<vec4<u32>>;
-#else
-#ifdef F16
-@group(0) @binding(4) var<storage, read> kv: array<vec4<u32>>;
-#else
-@group(0) @binding(4) var<storage, read> kv: array<vec4<f32>>;
-#endif
-#endif
+@group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec4<f32>>;
 #endif
 @group(0) @binding(5) var<storage, read_write> opart: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ml: array<vec2<f32>>;
@@ -155,105 +132,8 @@ fn take(slot: u32, lane: u32) -> St {
 }
 
 #ifdef ROPE
-fn put_kv8(e: u32, a: vec4<f32>, b: vec4<f32>) {
-#ifdef F16
-  kv[e / 8u] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
-#else
-  kv[e / 4u] = a;
-  kv[e / 4u + 1u] = b;
-#endif
-}
-
-fn sm8(o: u32) -> Kv8 {
-  return Kv8(vec4<f32>(sm_q[o], sm_q[o + 1u], sm_q[o + 2u], sm_q[o + 3u]),
-             vec4<f32>(sm_q[o + 4u], sm_q[o + 5u], sm_q[o + 6u], sm_q[o + 7u]));
-}
-
-// rope.wgsl's work for this workgroup's heads: group t·KG + grp takes head t·KG + grp of (query heads g0 ..
-// g0+3 clamped to G, then the key when `own_k`), 8 dims per lane. Every trip count is the same for all
-// lanes, so the barriers (and shuffles) stay in uniform control flow. With `own_k`, K and V of position
-// pos go into the cache at element `kb` (K; V follows `pvoff` later), visible to the workgroup after.
-fn prepare(r: u32, h: u32, g0: u32, grp: u32, lane: u32, lid: u32, pos: u32, own_k: bool, kb: u32, pvoff: u32) {
-  let width = (params.nq + 2u * params.nkv) * HD;
-  let d0 = lane * 8u;
-  let nh = select(4u, 5u, own_k);
-  let trips = (5u + KG - 1u) / KG;
-  // cos/sin of this lane's 8 dims (the same for every head), first: their loads overlap the head loads.
-  let half = params.rot / 2u;
-  let fpos = f32(pos);
-  var ca: vec4<f32>;
-  var sa: vec4<f32>;
-  var cb: vec4<f32>;
-  var sb: vec4<f32>;
-  for (var c = 0u; c < 4u; c++) {
-    let e = cos_sin(fpos * inv_freq[min(select(d0 + c, d0 + c - half, d0 + c >= half), half - 1u)]);
-    ca[c] = e.x;
-    sa[c] = e.y;
-    let f = cos_sin(fpos * inv_freq[min(select(d0 + 4u + c, d0 + 4u + c - half, d0 + 4u + c >= half), half - 1u)]);
-    cb[c] = f.x;
-    sb[c] = f.y;
-  }
-  for (var t = 0u; t < trips; t++) {
-    let hh = min(t * KG + grp, 4u);
-    var src = r * width + (params.nq + h) * HD;
-    if (hh < 4u) { src = r * width + (h * G + min(g0 + hh, G - 1u)) * HD; }
-    var x = q8(src + d0);
-#ifdef QK_NORM
-    var ss = dot(x.a, x.a) + dot(x.b, x.b);
-#ifdef LANE_SUBGROUP
-    for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { ss += subgroupShuffleXor(ss, mask); }
-#else
-    sm_ss[lid] = ss;
-    workgroupBarrier();
-    ss = 0.0;
-    for (var i = 0u; i < L; i++) { ss += sm_ss[grp * L + i]; }
-    workgroupBarrier();
-#endif
-    let inv = inverseSqrt(ss / f32(HD) + params.eps);
-    if (hh < 4u) {
-      x = Kv8(x.a * inv * vec4<f32>(qn[d0], qn[d0 + 1u], qn[d0 + 2u], qn[d0 + 3u]),
-              x.b * inv * vec4<f32>(qn[d0 + 4u], qn[d0 + 5u], qn[d0 + 6u], qn[d0 + 7u]));
-    } else {
-      x = Kv8(x.a * inv * vec4<f32>(kn[d0], kn[d0 + 1u], kn[d0 + 2u], kn[d0 + 3u]),
-              x.b * inv * vec4<f32>(kn[d0 + 4u], kn[d0 + 5u], kn[d0 + 6u], kn[d0 + 7u]));
-    }
-#endif
-    if (t * KG + grp < nh) {
-      for (var c = 0u; c < 4u; c++) {
-        sm_h[hh * HD + d0 + c] = x.a[c];
-        sm_h[hh * HD + d0 + 4u + c] = x.b[c];
-      }
-    }
-  }
-  workgroupBarrier();
-  // Rotate-half over the first `rot` dims: pairs (i, i + rot/2), angle pos · inv_freq[i].
-  for (var t = 0u; t < trips; t++) {
-    let hh = t * KG + grp;
-    if (hh < nh) {
-      for (var c = 0u; c < 8u; c++) {
-        let d = d0 + c;
-        var v = sm_h[hh * HD + d];
-        if (d < params.rot) {
-          let hi = d >= half;
-          let cs = select(vec2<f32>(cb[c & 3u], sb[c & 3u]), vec2<f32>(ca[c], sa[c]), c < 4u);
-          let p = sm_h[hh * HD + select(d + half, d - half, hi)];
-          v = select(v * cs.x - p * cs.y, v * cs.x + p * cs.y, hi) * params.mscale;
-        }
-        sm_q[hh * HD + d] = select(v, f32(act(v)), hh < 4u);
-      }
-    }
-  }
-  workgroupBarrier();
-  if (own_k) {
-    if (grp == 0u) {
-      let k = sm8(4u * HD + d0);
-      put_kv8(kb, k.a, k.b);
-      let v = q8(r * width + (params.nq + params.nkv + h) * HD + d0);
-      put_kv8(kb + pvoff, v.a, v.b);
-    }
-    storageBarrier();
-  }
-}
+#include "lib/rope.wgsl"
+#include "lib/decode_rope.wgsl"
 #endif
 
 fn emit(r: u32, s: u32, qh: u32, d0: u32, len: u32, m: f32, l: f32, a: vec4<f32>, b: vec4<f32>, write_ml: bool) {

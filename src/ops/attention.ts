@@ -109,7 +109,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
       file: "attention_decode.wgsl",
       defines: {
         ...(useSg ? { LANE_SUBGROUP: 1 } : {}), ...(fused ? { ROPE: 1 } : {}), ...(fused && rp!.qNorm ? { QK_NORM: 1 } : {}),
-        ...(decodeTuning.probe === "kvrw" && !fused && info.f16 ? { PROBE_KV_RW: 1 } : {}),
+        KV_ACCESS: fused || decodeTuning.probe === "kvrw" ? "read_write" : "read",
       },
       overrides: { HD: a.hd, G, SPLIT: split, WG: fitWg(fused ? decodeTuning.ropeWg : decodeTuning.wg), ...(useSg ? { SG: sg } : {}) },
     }, {

@@ -20,6 +20,16 @@ import { devices, expectCase } from "../util/lab.ts";
 
 const { on } = devices();
 
+/** Runs `fn` under a decode-attention tuning, then restores the previous one. */
+async function withTuning(t: Parameters<typeof setDecodeAttentionTuning>[0], fn: () => Promise<void>): Promise<void> {
+  const prev = setDecodeAttentionTuning(t);
+  try {
+    await fn();
+  } finally {
+    setDecodeAttentionTuning(prev);
+  }
+}
+
 for (const path of ["f16", "f32"] as const) {
   describe(`attention, ${path} activations`, () => {
     test(
@@ -34,13 +44,10 @@ for (const path of ["f16", "f32"] as const) {
       "decode shapes the benchmark sweeps: 64- and 128-key splits (up to 40 splits to merge), 256-lane workgroups",
       on(path, async (gpu) => {
         for (const t of [{ split: 64, wg: 128 }, { split: 128, wg: 256 }, { split: 64, wg: 256 }]) {
-          const prev = setDecodeAttentionTuning(t);
-          try {
+          await withTuning(t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
-          } finally {
-            setDecodeAttentionTuning(prev);
-          }
+          });
         }
       }),
     );
@@ -63,15 +70,12 @@ for (const path of ["f16", "f32"] as const) {
       "decode with RoPE: rows longer than ropeMaxKv take rope.wgsl + the plain kernel in the same step; ropeMaxKv 0",
       on(path, async (gpu) => {
         for (const ropeMaxKv of [300, 0]) {
-          const prev = setDecodeAttentionTuning({ ropeMaxKv });
-          try {
+          await withTuning({ ropeMaxKv }, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 18);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2 }, 19);
             // One long row: the short-row dispatch is skipped.
             await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 21);
-          } finally {
-            setDecodeAttentionTuning(prev);
-          }
+          });
         }
       }),
     );
@@ -79,12 +83,9 @@ for (const path of ["f16", "f32"] as const) {
       "decode with RoPE fused, swept shapes: 64-key splits with 256 lanes, 128-key splits with 512 lanes",
       on(path, async (gpu) => {
         for (const t of [{ split: 64, wg: 256, ropeWg: 256 }, { split: 128, wg: 128, ropeWg: 512 }]) {
-          const prev = setDecodeAttentionTuning(t);
-          try {
+          await withTuning(t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 15);
-          } finally {
-            setDecodeAttentionTuning(prev);
-          }
+          });
         }
       }),
     );
@@ -153,12 +154,9 @@ describe("attention without subgroups (workgroup-memory reductions)", () => {
   afterAll(() => gpu?.destroy());
   test("decode with RoPE fused and q/k norm (128 and 512 lanes); plain decode", async () => {
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128 }, 16);
-    const prev = setDecodeAttentionTuning({ ropeWg: 512 });
-    try {
+    await withTuning({ ropeWg: 512 }, async () => {
       await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 64, ps: 16, len: 300, rope: 1, rot: 64 }, 20);
-    } finally {
-      setDecodeAttentionTuning(prev);
-    }
+    });
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 17);
   });
 });
