@@ -128,6 +128,9 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
   return { y: shape.out === "act" && act === "f16" ? f16 : f32 };
 }
 
+/** The format and epilogue switches both shapes start from (4-bit g64 with bf16 scales, plain output). */
+const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0 };
+
 const KEYS = {
   M: "rows (decode rows for vec, a prefill chunk for tiled)",
   N: "output columns",
@@ -150,34 +153,8 @@ function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
     // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
-    defaults: {
-      M: mode === "vec" ? 1 : 512,
-      norm: 0,
-      N: 19456,
-      K: 2560,
-      w: "q4g64",
-      scale: "bf16",
-      out: "act",
-      bias: 0,
-      shards: 1,
-      row0: 0,
-      noff: 0,
-      pad: 0,
-    },
-    small: {
-      M: mode === "vec" ? 5 : 67,
-      norm: 0,
-      N: 67,
-      K: 320,
-      w: "q4g64",
-      scale: "bf16",
-      out: "act",
-      bias: 0,
-      shards: 1,
-      row0: 0,
-      noff: 0,
-      pad: 0,
-    },
+    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
