@@ -4,7 +4,8 @@
  *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N] [--rounds N]
  *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
- * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again).
+ * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
+ * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel).
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
@@ -17,7 +18,7 @@ import { loadModel, measureE2E } from "./measure.ts";
 const f = parseFlags(Deno.args, {
   synthetic: "string", model: "string", depth: "number", rounds: "number", configs: "string", tokens: "number", json: "string",
 } as const);
-type Config = Partial<MatmulTuning["vec"]> & { attn?: Parameters<typeof setDecodeAttentionTuning>[0] };
+type Config = Partial<MatmulTuning["vec"]> & { attn?: Parameters<typeof setDecodeAttentionTuning>[0]; x8?: Partial<MatmulTuning["x8"]> };
 const configs: Config[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]');
 const depth = f.depth ?? 0;
 const rounds = f.rounds ?? 3;
@@ -28,8 +29,8 @@ const baseAttn = setDecodeAttentionTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
-    const { attn, ...vec } = c;
-    setMatmulTuning({ vec: { ...base.vec, ...vec } });
+    const { attn, x8, ...vec } = c;
+    setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 } });
     setDecodeAttentionTuning({ ...baseAttn, ...attn });
     await engine.dropPlans();
     const e = await measureE2E(engine, {

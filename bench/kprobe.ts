@@ -69,22 +69,32 @@ override WG: u32 = 512; @compute @workgroup_size(WG) fn main(@builtin(global_inv
     console.log(`read probe WG=${WG}: ${(size / per / 1e9).toFixed(0)} GB/s`);
   }
 }
-// The decode GEMV as the engine runs it, against probes of itself (wrong results, timing only): without the
-// dequant math, without the scale/bias loads, and with the weight loads alone.
+// The decode GEMVs as the engine runs them (fused norm into q|k|v and gate|up, SwiGLU epilogue, residual
+// add), f32 x against int8 x at several workgroup sizes.
 if (Deno.args.includes("--gemv-probes")) {
-  const shapes4: [string, number, number][] = [["qkv", 6144, 2560], ["o", 2560, 4096], ["gate_up", 19456, 2560], ["down", 2560, 9728]];
-  const xin = buf(9728 * 16), yout = buf(19456 * 16);
-  const base = setMatmulTuning({}).vec;
-  for (const [name, N, K] of shapes4) {
+  const shapes4: [string, number, number, "act" | "add" | "swiglu", boolean][] = [
+    ["qkv", 6144, 2560, "act", true], ["o", 2560, 4096, "add", false], ["gate_up", 19456, 2560, "swiglu", true], ["down", 2560, 9728, "add", false],
+  ];
+  const xin = buf(9728 * 16), yout = buf(19456 * 16), gam = buf(9728 * 4);
+  const base = setMatmulTuning({});
+  const variants: [string, Parameters<typeof setMatmulTuning>[0]][] = [
+    ["f32-x", { x8: { on: false } }], ["x8 WG=64", { x8: { on: true, WG: 64 } }], ["x8 WG=128", { x8: { on: true, WG: 128 } }],
+    ["x8 WG=256", { x8: { on: true, WG: 256 } }], ["x8 WG=512", { x8: { on: true, WG: 512 } }], ["x8 WG=1024", { x8: { on: true, WG: 1024 } }],
+  ];
+  for (const [name, N, K, out, norm] of shapes4) {
     const sets = Array.from({ length: 6 }, () => qlinear(N, K));
     const bytes = N * K * (0.5 + 4 / 64);
-    for (const probe of [undefined, "nomath", "noscale", "wonly"] as const) {
-      setMatmulTuning({ vec: { ...base, probe } });
-      await time(`gemv ${name} ${N}x${K} ${probe ?? "engine"}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x: xin, w, y: yout, M: 1, out: "act", mode: "vec" }); }, 20, bytes * 6, 2 * N * K * 6);
+    for (let round = 0; round < 2; round++) {
+      for (const [label, t] of variants) {
+        setMatmulTuning({ vec: { ...base.vec, ...t.vec }, x8: { ...base.x8, ...t.x8 } });
+        await time(`gemv ${name} ${N}x${K} ${label}`, async (ctx) => {
+          for (const w of sets) await matmul(ctx, { x: xin, w, y: yout, M: 1, out, mode: "vec", ...(norm ? { norm: { weight: gam, eps: 1e-6 } } : {}) });
+        }, 20, bytes * 6, 2 * N * K * 6);
+      }
     }
     sets.forEach((l) => l.shards.forEach((s) => [s.w, s.scales!, s.biases!].forEach((b) => b.destroy())));
   }
-  setMatmulTuning({ vec: base });
+  setMatmulTuning(base);
   Deno.exit(0);
 }
 // The dispatch floor: a chain of tiny dependent dispatches (one buffer, read-modify-write: a barrier before
@@ -127,7 +137,8 @@ const x = buf(4096 * 9728 * 2); const y = buf(4096 * 19456 * 2);
 const shapes: [string, number, number][] = [["qkv", (NQ + 2 * NKV) * D, H], ["o", H, NQ * D], ["gate_up", 2 * I, H], ["down", H, I], ["lm_head", 16384, H]];
 const best: Record<string, string> = {};
 let tokenSec = 0;
-const FUSED_ONLY = Deno.args.includes("--fused-attn-only");
+const SPLIT_SWEEP = Deno.args.includes("--split-sweep");
+const FUSED_ONLY = Deno.args.includes("--fused-attn-only") || SPLIT_SWEEP;
 const ATTN_ONLY = Deno.args.includes("--attn-only") || FUSED_ONLY;
 const TILED_ONLY = Deno.args.includes("--tiled-only");
 const VEC_ONLY = Deno.args.includes("--vec-only");
@@ -180,7 +191,7 @@ for (const len of [128, 1024, 4096, 8192, 16384]) {
   const q = buf(NQ * D * 2), qkv = buf((NQ + 2 * NKV) * D * 2), out = buf(NQ * D * 4);
   const invFreq = buf(D / 2 * 4, false); dev.queue.writeBuffer(invFreq, 0, new Float32Array(D / 2).map((_, i) => 1e6 ** (-2 * i / D)));
   const norm = buf(D * 4, false); dev.queue.writeBuffer(norm, 0, new Float32Array(D).fill(1));
-  const maxSplit = Math.ceil(len / 64);
+  const maxSplit = Math.ceil(len / 32);
   const opart = buf(NQ * maxSplit * D * 4, false), ml = buf(NQ * maxSplit * 8, false);
   const kvBytes = len * NKV * D * 2 * 2;
   const common = { rows, q, pages: ptb, kv, out, row0: 0, D: 1, nq: NQ, nkv: NKV, hd: D, pageSize: ps, maxPages: pages, scale: 0.088, opart, ml, maxSplit };
@@ -192,6 +203,10 @@ for (const len of [128, 1024, 4096, 8192, 16384]) {
   // Split and workgroup sweep of the plain kernel (not at 128 or 8192 keys; not at 1024 with --quick).
   if (!FUSED_ONLY && len !== 128 && len !== 8192 && !(QUICK && len === 1024)) {
     for (const [split, wg] of [[256, 128], [128, 128], [64, 128], [256, 256], [128, 256], [64, 256]]) variants.push([`split=${split} wg=${wg}`, { split, wg }, false]);
+  }
+  // --split-sweep: split sizes of the engine path (fused RoPE where it applies) at every length.
+  if (SPLIT_SWEEP) {
+    for (const split of [32, 64, 128, 256]) for (const wg of [128, 256]) variants.push([`engine split=${split} wg=${wg}`, { split, wg, ropeWg: wg }, true]);
   }
   for (const [v, t, fused] of variants) {
     setDecodeAttentionTuning({ ...base, ...t });

@@ -4,7 +4,8 @@
 //   x̂ = x, or with NORM the row's RMSNorm x·rsqrt(mean(x²) + eps)·gamma, fused into the x loads (decode
 //   rows skip a separate norm dispatch: Σx² is summed alongside the dot and applied once per output).
 //
-// Weight formats (define): Q4       MLX affine 4-bit, chunks of QV words (8·QV values) per lane (lib/q4.wgsl)
+// Weight formats (define): Q4       MLX affine 4-bit, chunks of QV words (8·QV values) per lane (lib/q4.wgsl);
+//                                   with X8, x quantized to int8 per workgroup, integer dots (lib/q4x8.wgsl)
 //                          Q8       MLX affine 8-bit, 32-value units read as 2 vec4<u32>
 //                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may straddle words
 //                          WF16, WBF16  16-bit floats, 8-value units read as one vec4<u32>
@@ -153,6 +154,7 @@ fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
 #endif
 
 #include "lib/q4.wgsl"
+#include "lib/q4x8.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -169,7 +171,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
   let units = K / 8u;
 #endif
-#if Q4
+#if X8
+  x8_team(wg_linear(wid, nwg) * teams + team, lane, lid);
+#elif Q4
   q4_team(wg_linear(wid, nwg) * teams + team, lane, lid);
 #else
   var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)

@@ -43,18 +43,48 @@ export interface MatmulTuning {
    * "noscale" keeps the math but loads no scales or biases; "wonly" does neither (weight loads alone).
    */
   vec: { T: number; U: number; V: number; PF: number; WG: number; R: number; magic: boolean; probe?: "nomath" | "noscale" | "wonly" };
+  /**
+   * 4-bit decode matmuls with int8 x (`lib/q4x8.wgsl`): on, and the workgroup size (lanes; each workgroup
+   * quantizes x once for its 4·WG/T columns).
+   */
+  x8: { on: boolean; WG: number };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
-const tuning: MatmulTuning = { vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true }, tiled: { TM: 8, wideN: 4096 } };
+const tuning: MatmulTuning = {
+  vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
+  x8: { on: true, WG: 256 },
+  tiled: { TM: 8, wideN: 4096 },
+};
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
-export function setMatmulTuning(t: Partial<{ vec: Partial<MatmulTuning["vec"]>; tiled: Partial<MatmulTuning["tiled"]> }>): MatmulTuning {
-  const prev = { vec: { ...tuning.vec }, tiled: { ...tuning.tiled } };
+export function setMatmulTuning(
+  t: Partial<{ vec: Partial<MatmulTuning["vec"]>; x8: Partial<MatmulTuning["x8"]>; tiled: Partial<MatmulTuning["tiled"]> }>,
+): MatmulTuning {
+  const prev = { vec: { ...tuning.vec }, x8: { ...tuning.x8 }, tiled: { ...tuning.tiled } };
   Object.assign(tuning.vec, t.vec ?? {});
+  Object.assign(tuning.x8, t.x8 ?? {});
   Object.assign(tuning.tiled, t.tiled ?? {});
   return prev;
+}
+
+/**
+ * Whether vector-mode matmuls of this weight take int8 x (`lib/q4x8.wgsl`). It depends on the weight and the
+ * device only, never on the rows, so a row's bits are the same alone or in a batch. Needs a fixed subgroup
+ * size (shuffles within teams and quantization groups) and one row of int8 x in workgroup memory.
+ */
+export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K">): boolean {
+  const f = w.format;
+  if (!tuning.x8.on || f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0) return false;
+  const sub = info.subgroupMinSize;
+  if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
+  return x8Bytes(1, w.K, tuning.x8.WG) <= info.maxWorkgroupStorage;
+}
+
+/** Workgroup memory of the int8-x path: MB rows of int8 x, their (sx, Σx̂) pairs, the reduction slots. */
+function x8Bytes(MB: number, K: number, WG: number): number {
+  return MB * K + MB * (K / 32) * 8 + WG * 4;
 }
 
 /** y[row0+m, nOff+n] (=|+=) Σ_k x[row0+m, k]·W[n, k] (+ bias[n]). */
@@ -82,7 +112,20 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     if (s.biases) buffers.biases = s.biases;
     if (w.bias) buffers.bias = { buffer: w.bias, offset: s.n0 * 4, size: s.n * 4 };
     const params = { M, N: s.n, K, row0: a.row0 ?? 0, ldy, n_off: nOff + s.n0 };
-    if (a.mode === "vec") {
+    if (a.mode === "vec" && usesX8(info, w)) {
+      // Int8 x: teams of up to one subgroup (32 lanes), each workgroup quantizes x for its columns.
+      const sub = info.subgroupMinSize;
+      const T = Math.min(32, sub);
+      const WG = Math.max(T, tuning.x8.WG - (tuning.x8.WG % T));
+      const MB = M > 1 && x8Bytes(4, K, WG) <= info.maxWorkgroupStorage ? 4 : 1;
+      if (a.norm) buffers.gamma = a.norm.weight;
+      const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}) };
+      await record(ctx, { file: "matmul_vec.wgsl", defines: xdefs, overrides: { ...overrides, WG, T, SGS: sub } }, {
+        buffers,
+        params: { ...params, eps: a.norm?.eps ?? 0 },
+        grid: grid1d(Math.ceil(s.n / ((WG / T) * 4))),   // 4 weight rows per team (SWIGLU: 2 gates, 2 ups)
+      });
+    } else if (a.mode === "vec") {
       const units = K / unit;
       const q4 = w.format.kind === "q" && w.format.bits === 4;
       // Q4 chunks: QV words (8·QV values) per lane step; one scale group holds whole chunks.

@@ -4,7 +4,8 @@
  * two group sizes each, f16, bf16) with each epilogue (act; f32 + bias; add + bias); M = 1, 3, 5, 13 (blocks
  * of 4 rows); N not a multiple of any team count; K short (subgroup team reduction) and long (workgroup
  * tree); row shards with column offsets; batch invariance (a row's bits are the same alone or in a batch).
- * x is f32 on both paths. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * x is f32 on both paths; 4-bit weights also run with int8 x (lib/q4x8.wgsl, shape key x8 = 1, the
+ * default where the device allows it), against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
  * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
  * the f16 rounding of y).
  */
@@ -36,12 +37,13 @@ for (const path of ["f16", "f32"] as const) {
         // K = 2176 (68 units) and 16-bit K = 1096 need more lanes per column than a subgroup (tree reduction).
         for (
           const s of [
-            { w: "q4g64", K: 320 },
-            { w: "q4g64", K: 2176 },
-            { w: "q8g32", K: 224 },
-            { w: "q3g64", K: 2176 },
-            { w: "bf16", K: 1096 },
-            { w: "f16", K: 40 },
+            { w: "q4g64", K: 320, x8: 1 },
+            { w: "q4g64", K: 2176, x8: 1 },
+            { w: "q4g64", K: 2176, x8: 0 },
+            { w: "q8g32", K: 224, x8: 1 },
+            { w: "q3g64", K: 2176, x8: 1 },
+            { w: "bf16", K: 1096, x8: 1 },
+            { w: "f16", K: 40, x8: 1 },
           ]
         ) {
           for (const M of [1, 3, 5, 13]) {
@@ -80,7 +82,7 @@ for (const path of ["f16", "f32"] as const) {
         for (const v of variants) {
           const prev = setMatmulTuning({ vec: v });
           try {
-            for (const s of [{ w: "q4g64", K: 320 }, { w: "q6g32", K: 224 }, { w: "bf16", K: 200 }]) {
+            for (const s of [{ w: "q4g64", K: 320, x8: 0 }, { w: "q6g32", K: 224, x8: 1 }, { w: "bf16", K: 200, x8: 1 }]) {
               for (const M of [1, 6]) {
                 await expectCase(gpu, matmulVecCase, { ...s, M, N: 67, out: "f32", bias: 1 }, M);
               }
@@ -95,14 +97,15 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "fused RMSNorm (decode rows): every format family, M = 1 and 6, each epilogue, row0 > 0",
       on(path, async (gpu) => {
-        for (const w of ["q4g64", "q4g128", "q8g32", "q3g64", "bf16", "f16"]) {
+        for (const [w, x8] of [["q4g64", 1], ["q4g64", 0], ["q4g128", 1], ["q4g128", 0], ["q8g32", 1], ["q3g64", 1], ["bf16", 1], ["f16", 1]] as const) {
           for (const [s, e] of EPILOGUES.entries()) {
             for (const M of [1, 6]) {
-              await expectCase(gpu, matmulVecCase, { w, ...e, M, N: 53, K: kFor(w), norm: 1, row0: 1 }, 20 + s + M);
+              await expectCase(gpu, matmulVecCase, { w, x8, ...e, M, N: 53, K: kFor(w), norm: 1, row0: 1 }, 20 + s + M);
             }
           }
         }
         // A long row: the Q4 team spans several subgroups.
+        await expectCase(gpu, matmulVecCase, { w: "q4g64", M: 3, N: 21, K: 4096, norm: 1, out: "f32", x8: 0 }, 7);
         await expectCase(gpu, matmulVecCase, { w: "q4g64", M: 3, N: 21, K: 4096, norm: 1, out: "f32" }, 7);
       }),
     );
@@ -115,9 +118,30 @@ for (const path of ["f16", "f32"] as const) {
           { M: 6, N: 106, norm: 1, row0: 2, noff: 0, pad: 0 },
           { M: 3, N: 42, norm: 0, row0: 0, noff: 3, pad: 2 },
         ].entries()) {
-          await expectCase(gpu, matmulVecCase, { w: "q4g64", K: 320, out: "swiglu", ...s }, 30 + k);
+          for (const x8 of [1, 0]) await expectCase(gpu, matmulVecCase, { w: "q4g64", K: 320, out: "swiglu", x8, ...s }, 30 + k);
         }
-        await expectCase(gpu, matmulVecCase, { w: "q4g32", K: 2560, M: 2, N: 38, out: "swiglu", norm: 1 }, 34);
+        for (const x8 of [1, 0]) await expectCase(gpu, matmulVecCase, { w: "q4g32", K: 2560, M: 2, N: 38, out: "swiglu", norm: 1, x8 }, 34);
+      }),
+    );
+
+    test(
+      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows, workgroups of 32-256 lanes, every epilogue",
+      on(path, async (gpu) => {
+        for (const WG of [32, 128, 256]) {
+          const prev = setMatmulTuning({ x8: { WG } });
+          try {
+            for (const [k, s] of [
+              { w: "q4g32", K: 224, M: 1, N: 67, out: "add", norm: 0, bias: 0 },
+              { w: "q4g128", K: 384, M: 5, N: 67, out: "act", norm: 1, bias: 0 },
+              { w: "q4g64", K: 2560, M: 9, N: 45, out: "f32", norm: 1, bias: 1 },
+              { w: "q4g64", K: 4096, M: 1, N: 38, out: "swiglu", norm: 1, bias: 0 },
+            ].entries()) {
+              await expectCase(gpu, matmulVecCase, { ...s, x8: 1 }, 40 + k + WG);
+            }
+          } finally {
+            setMatmulTuning(prev);
+          }
+        }
       }),
     );
 
@@ -126,14 +150,16 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (
           const s of [
-            { w: "q4g64", K: 320, norm: 0, out: "f32" },
-            { w: "q4g64", K: 2176, norm: 0, out: "f32" },
-            { w: "q8g32", K: 224, norm: 0, out: "f32" },
-            { w: "q3g64", K: 320, norm: 0, out: "f32" },
-            { w: "f16", K: 1096, norm: 0, out: "f32" },
-            { w: "q4g64", K: 2176, norm: 1, out: "f32" },
-            { w: "q8g32", K: 224, norm: 1, out: "f32" },
-            { w: "q4g64", K: 320, norm: 1, out: "swiglu" },
+            { w: "q4g64", K: 320, norm: 0, out: "f32", x8: 1 },
+            { w: "q4g64", K: 2176, norm: 0, out: "f32", x8: 1 },
+            { w: "q4g64", K: 2176, norm: 1, out: "f32", x8: 0 },
+            { w: "q4g64", K: 320, norm: 1, out: "swiglu", x8: 0 },
+            { w: "q8g32", K: 224, norm: 0, out: "f32", x8: 1 },
+            { w: "q3g64", K: 320, norm: 0, out: "f32", x8: 1 },
+            { w: "f16", K: 1096, norm: 0, out: "f32", x8: 1 },
+            { w: "q4g64", K: 2176, norm: 1, out: "f32", x8: 1 },
+            { w: "q8g32", K: 224, norm: 1, out: "f32", x8: 1 },
+            { w: "q4g64", K: 320, norm: 1, out: "swiglu", x8: 1 },
           ]
         ) {
           const i = matmulInputs(gpu, "vec", { ...s, M: 13, N: s.out === "swiglu" ? 46 : 45 });

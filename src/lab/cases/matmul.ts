@@ -6,7 +6,7 @@
 import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
-import { matmul } from "../../ops/matmul.ts";
+import { matmul, setMatmulTuning, usesX8 } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -41,6 +41,8 @@ export interface MatmulInputs extends CaseInputs {
   y0: Float64Array;
   /** Columns the reference computes (all when absent). */
   cols?: number[];
+  /** The kernel took int8 x (set when bound: it depends on the device, see `usesX8`). */
+  x8?: boolean;
 }
 
 /** Reference work (multiply-adds) above which only a sample of columns is checked. */
@@ -108,8 +110,15 @@ export async function bindMatmul(
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
-  for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
-    await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
+  // x8 = 0 keeps the f32-x kernel where the engine would take int8 x, so both stay tested.
+  const prev = setMatmulTuning(i.shape.x8 === 0 ? { x8: { on: false } } : {});
+  try {
+    i.x8 = i.mode === "vec" && usesX8(gpu.info, { format: i.format, K: i.K });
+    for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
+      await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
+    }
+  } finally {
+    setMatmulTuning(prev);
   }
   const n = i.y0.length;
   return seal(set, ctx, { maxKvLen: 1 }, async () => ({
@@ -129,7 +138,7 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
 }
 
 /** The format and epilogue switches both shapes start from (4-bit g64 with bf16 scales, plain output). */
-const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0 };
+const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1 };
 
 const KEYS = {
   M: "rows (decode rows for vec, a prefill chunk for tiled)",
@@ -144,6 +153,7 @@ const KEYS = {
   row0: "first row of x and y",
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
+  x8: "0: keep f32 x where 4-bit decode matmuls would quantize x to int8 (vector mode)",
 };
 
 function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
@@ -178,7 +188,7 @@ function reference(i: MatmulInputs): Float64Array {
   const x = normedRows(i);
   if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });
   const rows = i.row0 + i.M;
-  const full = matmulRef({ ...i, x, out: "f32", ldy: i.N, nOff: 0, y0: new Float64Array(rows * i.N), cols: undefined });
+  const full = matmulRef({ ...i, x, out: "f32", ldy: i.N, nOff: 0, y0: new Float64Array(rows * i.N), cols: undefined, x8: i.x8 });
   const h = siluMulRef(full.subarray(i.row0 * i.N), i.M, i.N / 2);
   const y = Float64Array.from(i.y0);
   for (let m = 0; m < i.M; m++) y.set(h.subarray(m * i.N / 2, (m + 1) * i.N / 2), (i.row0 + m) * i.ldy + i.nOff);

@@ -6,7 +6,7 @@
  * @module
  */
 import type { WeightFormat } from "../../ops/linear.ts";
-import { dequantRow, type PackedWeights } from "./quant.ts";
+import { dequantRow, groupBiasRow, type PackedWeights } from "./quant.ts";
 
 export interface MatmulRef {
   /** (rows, K) activations as the kernel sees them (already rounded to the act dtype). */
@@ -26,6 +26,34 @@ export interface MatmulRef {
   y0: Float64Array;
   /** Compute only these columns n (big shapes in the CLI); the others are NaN, i.e. not checked. */
   cols?: number[];
+  /** x is quantized to int8 per 32 values as lib/q4x8.wgsl does (4-bit weights, vector mode). */
+  x8?: boolean;
+}
+
+/** Round half to even (WGSL `round`). */
+function roundEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * x as lib/q4x8.wgsl quantizes it: per 32 values sx = max|x| / 127 and q = round(x · 127 / max) in ±127.
+ * Returns x̃ = sx·q and, per 32 values, Σx − Σx̃: the kernel adds bias·Σx (exact sums), so a weight
+ * w = s·q_w + b contributes s·Σ q_w·x̃ + b·Σx = Σ w·x̃ + b·(Σx − Σx̃).
+ */
+export function quantizeX8(x: Float64Array): { xt: Float64Array; corr: Float64Array } {
+  const xt = new Float64Array(x.length);
+  const corr = new Float64Array(Math.ceil(x.length / 32));
+  for (let c = 0; c < corr.length; c++) {
+    let mx = 0;
+    for (let k = c * 32; k < (c + 1) * 32; k++) mx = Math.max(mx, Math.abs(x[k]));
+    for (let k = c * 32; k < (c + 1) * 32; k++) {
+      const q = mx > 0 ? Math.min(127, Math.max(-127, roundEven((x[k] * 127) / mx))) : 0;
+      xt[k] = (mx / 127) * q;
+      corr[c] += x[k] - xt[k];
+    }
+  }
+  return { xt, corr };
 }
 
 export function matmulRef(a: MatmulRef): Float64Array {
@@ -38,13 +66,22 @@ export function matmulRef(a: MatmulRef): Float64Array {
       for (let n = 0; n < a.N; n++) if (!keep.has(n)) y[(a.row0 + m) * a.ldy + a.nOff + n] = NaN;
     }
   }
+  const brow = new Float64Array(a.K);
+  const q8 = a.x8 ? Array.from({ length: a.M }, (_, m) => quantizeX8(a.x.subarray((a.row0 + m) * a.K, (a.row0 + m + 1) * a.K))) : [];
   for (const n of cols) {
     const shard = a.shards.find((s) => n >= s.n0 && n < s.n0 + s.n)!;
     dequantRow(a.format, shard.packed, n - shard.n0, a.K, wrow);
+    if (a.x8) groupBiasRow(a.format, shard.packed, n - shard.n0, a.K, brow);
     for (let m = 0; m < a.M; m++) {
       const xb = (a.row0 + m) * a.K;
       let acc = 0;
-      for (let k = 0; k < a.K; k++) acc += a.x[xb + k] * wrow[k];
+      if (a.x8) {
+        const { xt, corr } = q8[m];
+        for (let k = 0; k < a.K; k++) acc += xt[k] * wrow[k];
+        for (let c = 0; c < corr.length; c++) acc += brow[c * 32] * corr[c];
+      } else {
+        for (let k = 0; k < a.K; k++) acc += a.x[xb + k] * wrow[k];
+      }
       if (a.bias) acc += a.bias[n];
       const yi = (a.row0 + m) * a.ldy + a.nOff + n;
       y[yi] = a.out === "add" ? a.y0[yi] + acc : acc;

@@ -55,6 +55,14 @@ export function dequantRow(
   return out;
 }
 
+/** The bias of each value's group in row r of a quantized weight (the `b` of w = s·q + b). */
+export function groupBiasRow(f: WeightFormat, p: PackedWeights, r: number, K: number, out = new Float64Array(K)): Float64Array {
+  if (f.kind !== "q") throw new RangeError("groupBiasRow: not a quantized format");
+  const gpr = K / f.groupSize;
+  for (let k = 0; k < K; k++) out[k] = halfAt(p.biases!, r * gpr + Math.floor(k / f.groupSize), halfKind(f));
+  return out;
+}
+
 /** Words of W, scales and biases for an (n, K) matrix (16-bit arrays padded to whole words). */
 export function packedWords(f: WeightFormat, n: number, K: number): { w: number; groups: number } {
   if (f.kind === "q") return { w: (n * K * f.bits) / 32, groups: Math.ceil((n * K) / f.groupSize / 2) };
