@@ -23,9 +23,12 @@ const configs: Config[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,
 const depth = f.depth ?? 0;
 const rounds = f.rounds ?? 3;
 const spec = f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAULT_MODEL_DIR };
-const { engine } = await loadModel(spec, { contextWindow: depth + 1024 });
-const base = setMatmulTuning({});
+// Split scratch is sized at load: size it for the smallest split any config asks for.
 const baseAttn = setDecodeAttentionTuning({});
+setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) => c.attn?.split ?? Infinity)) });
+const { engine } = await loadModel(spec, { contextWindow: depth + 1024 });
+setDecodeAttentionTuning(baseAttn);
+const base = setMatmulTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {

@@ -1,6 +1,6 @@
 // Decode attention, second half: merges the per-split partials of attention_decode.wgsl in a fixed order:
 //   M = max_s m_s,  L = Σ_s l_s·e^(m_s − M),  out = Σ_s o_s·e^(m_s − M) / L
-// Bindings:  rows  (R) step rows (pos gives the number of splits used: the row's length picks its split size)
+// Bindings:  rows  (R) step rows (pos gives the number of splits used)
 //            opart (R, nq, max_split, hd) f32, read 4 dims per load;  ml (R, nq, max_split) vec2<f32>
 //            out   (R, nq·hd) f32 (a matmul input)
 // Grid: (n rows, nq). 128 lanes = NG groups × HD/4 lanes: group g merges splits g, g+NG, ... online (so a
@@ -9,8 +9,7 @@
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
-override SPLIT: u32 = 256;       // keys per split of rows with at most `lim` keys
-override SPLIT_LONG: u32 = 128;  // keys per split of longer rows (attention_decode's other variant)
+override SPLIT: u32 = 256;
 override D4: u32 = HD / 4u;   // lanes per group (4 dims each)
 override NG: u32 = 128u / D4; // groups
 
@@ -18,7 +17,6 @@ struct Params {
   row0: u32,       // first step row handled
   nq: u32,         // query heads
   max_split: u32,  // split capacity of opart/ml
-  lim: u32,        // longest row (keys) that took SPLIT
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -33,9 +31,7 @@ var<workgroup> sm_o: array<vec4<f32>, 128>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wid.x;
   let qh = wid.y;
-  let len = rows[r].pos + 1u;
-  let sp = select(SPLIT, SPLIT_LONG, len > params.lim);
-  let nsplit = (len + sp - 1u) / sp;
+  let nsplit = (rows[r].pos + SPLIT) / SPLIT;  // ceil((pos + 1) / SPLIT)
   if (nsplit <= 1u) { return; }                 // attention_decode wrote this row itself
   let base = (r * params.nq + qh) * params.max_split;
   let grp = lid / D4;

@@ -86,11 +86,6 @@ fn kv8(e: u32) -> Kv8 {
 #endif
 }
 
-// Cache offset (elements) of key j's row for this lane's 8 dims: pages of this split from sm_pages.
-fn kaddr(j: u32, p0: u32, pstride: u32, hoff: u32) -> u32 {
-  return sm_pages[j / params.ps - p0] * pstride + hoff + (j % params.ps) * HD;
-}
-
 fn q8(o: u32) -> Kv8 {
   return Kv8(vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])),
              vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])));
@@ -233,61 +228,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var vnb = kv8(kbb + pvoff);
 #endif
   let sc = params.scale;
-#if KEYS4
-  // Four key rows per group per iteration (t, t + KG, t + 2KG, t + 3KG), loaded together at its top: twice
-  // the bytes in flight of the two-key loop without its registers for the next iteration's rows.
-  for (var t0 = 0u; t0 < nj; t0 += 4u * KG) {
-    let t = t0 + grp;
-    let ba = kaddr(j0 + min(t, nj - 1u), p0, pstride, hoff);
-    let bb = kaddr(j0 + min(t + KG, nj - 1u), p0, pstride, hoff);
-    let bc = kaddr(j0 + min(t + 2u * KG, nj - 1u), p0, pstride, hoff);
-    let bd = kaddr(j0 + min(t + 3u * KG, nj - 1u), p0, pstride, hoff);
-    let ka = kv8(ba);
-    let kb = kv8(bb);
-    let kc = kv8(bc);
-    let kd = kv8(bd);
-    let va = kv8(ba + pvoff);
-    let vb = kv8(bb + pvoff);
-    let vc = kv8(bc + pvoff);
-    let vd = kv8(bd + pvoff);
-    var da = vec4<f32>(dot(q0.a, ka.a) + dot(q0.b, ka.b), dot(q1.a, ka.a) + dot(q1.b, ka.b),
-                       dot(q2.a, ka.a) + dot(q2.b, ka.b), dot(q3.a, ka.a) + dot(q3.b, ka.b)) * sc;
-    var db = vec4<f32>(dot(q0.a, kb.a) + dot(q0.b, kb.b), dot(q1.a, kb.a) + dot(q1.b, kb.b),
-                       dot(q2.a, kb.a) + dot(q2.b, kb.b), dot(q3.a, kb.a) + dot(q3.b, kb.b)) * sc;
-    var dc = vec4<f32>(dot(q0.a, kc.a) + dot(q0.b, kc.b), dot(q1.a, kc.a) + dot(q1.b, kc.b),
-                       dot(q2.a, kc.a) + dot(q2.b, kc.b), dot(q3.a, kc.a) + dot(q3.b, kc.b)) * sc;
-    var dd = vec4<f32>(dot(q0.a, kd.a) + dot(q0.b, kd.b), dot(q1.a, kd.a) + dot(q1.b, kd.b),
-                       dot(q2.a, kd.a) + dot(q2.b, kd.b), dot(q3.a, kd.a) + dot(q3.b, kd.b)) * sc;
-    for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) {
-      da += subgroupShuffleXor(da, mask);
-      db += subgroupShuffleXor(db, mask);
-      dc += subgroupShuffleXor(dc, mask);
-      dd += subgroupShuffleXor(dd, mask);
-    }
-    if (t < nj) {
-      // Keys past the split weigh e^-inf = 0.
-      let dbm = select(db, vec4<f32>(-3.0e38), t + KG >= nj);
-      let dcm = select(dc, vec4<f32>(-3.0e38), t + 2u * KG >= nj);
-      let ddm = select(dd, vec4<f32>(-3.0e38), t + 3u * KG >= nj);
-      let mn = max(st.m, max(max(da, dbm), max(dcm, ddm)));
-      let c = exp(st.m - mn);
-      let pa = exp(da - mn);
-      let pb = exp(dbm - mn);
-      let pc = exp(dcm - mn);
-      let pd = exp(ddm - mn);
-      st.l = st.l * c + ((pa + pb) + (pc + pd));
-      st.a0 = st.a0 * c.x + ((pa.x * va.a + pb.x * vb.a) + (pc.x * vc.a + pd.x * vd.a));
-      st.b0 = st.b0 * c.x + ((pa.x * va.b + pb.x * vb.b) + (pc.x * vc.b + pd.x * vd.b));
-      st.a1 = st.a1 * c.y + ((pa.y * va.a + pb.y * vb.a) + (pc.y * vc.a + pd.y * vd.a));
-      st.b1 = st.b1 * c.y + ((pa.y * va.b + pb.y * vb.b) + (pc.y * vc.b + pd.y * vd.b));
-      st.a2 = st.a2 * c.z + ((pa.z * va.a + pb.z * vb.a) + (pc.z * vc.a + pd.z * vd.a));
-      st.b2 = st.b2 * c.z + ((pa.z * va.b + pb.z * vb.b) + (pc.z * vc.b + pd.z * vd.b));
-      st.a3 = st.a3 * c.w + ((pa.w * va.a + pb.w * vb.a) + (pc.w * vc.a + pd.w * vd.a));
-      st.b3 = st.b3 * c.w + ((pa.w * va.b + pb.w * vb.b) + (pc.w * vc.b + pd.w * vd.b));
-      st.m = mn;
-    }
-  }
-#else
   for (var t0 = 0u; t0 < nj; t0 += 2u * KG) {
     let t = t0 + grp;
     let ka = kna;
@@ -339,7 +279,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
 
-#endif
   // Merge the KG group states in a fixed order.
 #ifdef LANE_SUBGROUP
   let per_sg = SG / L;

@@ -3,6 +3,7 @@
  * for decode rows, and the tiled online-softmax kernel (`attention_prefill.wgsl`) for prefill segments.
  * @module
  */
+import { ShapeError } from "../errors.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { rope } from "./rope.ts";
 
@@ -11,27 +12,19 @@ import { rope } from "./rope.ts";
  * workgroup size (key rows in flight = wg / (hd/8)), and `ropeMaxKv`: with RoPE inputs, rows with at most
  * this many keys prepare their q and new K/V inside the kernel (one dispatch fewer), with their own
  * workgroup size `ropeWg` (short rows have few workgroups); longer rows take rope.wgsl first,
- * because each of their many split workgroups would repeat the preparation (0: never). `keys`: key rows per
- * lane group per loop step (2: loaded one step ahead; 4: loaded at the step's top; 4 needs subgroups).
- * Rows longer than `ropeMaxKv` (all rows without RoPE inputs) take `longSplit` and `longKeys` instead: a
- * row's split depends on its own length only, so the combine pass derives it the same way.
+ * because each of their many split workgroups would repeat the preparation (0: never).
  * Defaults from H200 A/B runs (bench/NOTES.md).
  */
-const decodeTuning: {
-  split: number; wg: number; ropeMaxKv: number; ropeWg: number; keys: 2 | 4; longSplit: number; longKeys: 2 | 4; probe?: "kvrw";
-} = {
+const decodeTuning: { split: number; wg: number; ropeMaxKv: number; ropeWg: number; probe?: "kvrw" } = {
   split: 256,
   wg: 128,
   ropeMaxKv: 4608,
   ropeWg: 128,
-  keys: 2,
-  longSplit: 128,
-  longKeys: 4,
 };
 
-/** Fewest keys per split of decode attention (sizes the split scratch buffers). */
+/** Keys per split of decode attention (sizes the split scratch buffers). */
 export function decodeSplit(): number {
-  return Math.min(decodeTuning.split, decodeTuning.longSplit);
+  return decodeTuning.split;
 }
 
 /** Overrides the decode attention shape (benchmark sweeps; set before buffers are sized). Returns the old one. */
@@ -88,8 +81,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionDecode", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd <= 256 && a.hd % 8 === 0 && 128 % (a.hd / 8) === 0, "attentionDecode", `head_dim ${a.hd} (8·2^k up to 256)`);
-  const t = decodeTuning;
-  check(Math.max(t.split, t.longSplit) / a.pageSize <= 63, "attentionDecode", `page size ${a.pageSize}: a split spans at most 64 pages`);
+  check(decodeTuning.split / a.pageSize <= 63, "attentionDecode", `page size ${a.pageSize}: a split spans at most 64 pages`);
   const L = a.hd / 8;
   const info = ctx.gpu.info;
   // The subgroup merge assumes a fixed subgroup size covering whole key groups.
@@ -100,7 +92,14 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const blocks = Math.ceil(G / 4); // four query heads per workgroup
   const NO_LIMIT = 0xffffffff;
   const lim = rp ? Math.min(decodeTuning.ropeMaxKv, NO_LIMIT) : 0;
-  const splits = (maxKv: number, split: number) => Math.min(a.maxSplit, Math.ceil(maxKv / split));
+  const split = decodeTuning.split;
+  // The scratch holds maxSplit splits (sized at load for the context window and the split then set): more
+  // would drop keys silently, so a split set smaller after load is an error, not a clamp.
+  const splits = (maxKv: number) => {
+    const n = Math.ceil(maxKv / split);
+    if (n > a.maxSplit) throw new ShapeError(`attentionDecode: ${maxKv} keys need ${n} splits of ${split}; the scratch holds ${a.maxSplit}`);
+    return n;
+  };
   // Workgroup memory: merge slots (one per subgroup, or per key group without subgroups) of L·8 vec4s, plus
   // the fused variant's two head tables; a workgroup too big for it is halved.
   const fitWg = (wg: number) => {
@@ -117,10 +116,9 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
       file: "attention_decode.wgsl",
       defines: {
         ...(useSg ? { LANE_SUBGROUP: 1 } : {}), ...(fused ? { ROPE: 1 } : {}), ...(fused && rp!.qNorm ? { QK_NORM: 1 } : {}),
-        ...(useSg && (fused ? t.keys : t.longKeys) === 4 ? { KEYS4: 1 } : {}),
-        KV_ACCESS: fused || t.probe === "kvrw" ? "read_write" : "read",
+        KV_ACCESS: fused || decodeTuning.probe === "kvrw" ? "read_write" : "read",
       },
-      overrides: { HD: a.hd, G, SPLIT: fused ? t.split : t.longSplit, WG: fitWg(fused ? t.ropeWg : t.wg), ...(useSg ? { SG: sg } : {}) },
+      overrides: { HD: a.hd, G, SPLIT: split, WG: fitWg(fused ? decodeTuning.ropeWg : decodeTuning.wg), ...(useSg ? { SG: sg } : {}) },
     }, {
       buffers,
       params: {
@@ -130,7 +128,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
       grid: (s) => [a.D, a.nkv * blocks, z(s.maxKvLen, s.minKvLen ?? 0)],
     });
   };
-  if (lim > 0) await variant(true, 0, lim, (m, n) => (n > lim ? 0 : splits(Math.min(m, lim), t.split)));
+  if (lim > 0) await variant(true, 0, lim, (m, n) => (n > lim ? 0 : splits(Math.min(m, lim))));
   if (lim < NO_LIMIT) {
     // Rows longer than `lim` (all rows without RoPE inputs): rope.wgsl, then the plain kernel.
     if (rp) {
@@ -139,13 +137,13 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
         hd: a.hd, pageSize: a.pageSize, maxPages: a.maxPages, when: (s) => s.maxKvLen > lim,
       });
     }
-    await variant(false, lim + 1, NO_LIMIT, (m) => (m > lim ? splits(m, t.longSplit) : 0));
+    await variant(false, lim + 1, NO_LIMIT, (m) => (m > lim ? splits(m) : 0));
   }
-  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: t.split, SPLIT_LONG: t.longSplit } }, {
+  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
-    params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit, lim: Math.min(lim, NO_LIMIT) },
+    params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
     // Not needed while every row fits in one split (attention_decode then writes `out` itself).
-    grid: (s) => ((s.maxKvLen > lim && s.maxKvLen > t.longSplit) || Math.min(s.maxKvLen, lim) > t.split ? [a.D, a.nq, 1] : [0, 0, 0]),
+    grid: (s) => (s.maxKvLen > decodeTuning.split ? [a.D, a.nq, 1] : [0, 0, 0]),
   });
 }
 

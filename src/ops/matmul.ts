@@ -44,17 +44,19 @@ export interface MatmulTuning {
    */
   vec: { T: number; U: number; V: number; PF: number; WG: number; R: number; magic: boolean; probe?: "nomath" | "noscale" | "wonly" };
   /**
-   * 4-bit decode matmuls with int8 x (`lib/q4x8.wgsl`): on, and the workgroup size (lanes; each workgroup
-   * quantizes x once for its 4·WG/T columns).
+   * 4-bit decode matmuls with int8 x (`lib/q4x8.wgsl`): on, the workgroup size (lanes; each workgroup
+   * quantizes x once for its 4·WG/T columns), and the least N·K that takes it (below, the prologue's
+   * latency costs more than the faster dot products save: the bundled 19M model decodes 14% slower);
+   * `wideWG` replaces WG for N ≥ wideN: wide matrices have workgroups enough with smaller ones (H200 A/B: +4%).
    */
-  x8: { on: boolean; WG: number };
+  x8: { on: boolean; WG: number; minWeights: number; wideWG: number; wideN: number };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
-  x8: { on: true, WG: 256 },
+  x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096 },
   tiled: { TM: 8, wideN: 4096 },
 };
 
@@ -74,12 +76,13 @@ export function setMatmulTuning(
  * device only, never on the rows, so a row's bits are the same alone or in a batch. Needs a fixed subgroup
  * size (shuffles within teams and quantization groups) and one row of int8 x in workgroup memory.
  */
-export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K">): boolean {
+export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">): boolean {
   const f = w.format;
   if (!tuning.x8.on || f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0) return false;
+  if (w.N * w.K < tuning.x8.minWeights) return false;
   const sub = info.subgroupMinSize;
   if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
-  return x8Bytes(1, w.K, tuning.x8.WG) <= info.maxWorkgroupStorage;
+  return x8Bytes(1, w.K, Math.max(tuning.x8.WG, tuning.x8.wideWG)) <= info.maxWorkgroupStorage;
 }
 
 /** Workgroup memory of the int8-x path: MB rows of int8 x, their (sx, Σx̂) pairs, the reduction slots. */
@@ -116,7 +119,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       // Int8 x: teams of up to one subgroup (32 lanes), each workgroup quantizes x for its columns.
       const sub = info.subgroupMinSize;
       const T = Math.min(32, sub);
-      const WG = Math.max(T, tuning.x8.WG - (tuning.x8.WG % T));
+      const wg = s.n >= tuning.x8.wideN ? tuning.x8.wideWG : tuning.x8.WG;
+      const WG = Math.max(T, wg - (wg % T));
       const MB = M > 1 && x8Bytes(4, K, WG) <= info.maxWorkgroupStorage ? 4 : 1;
       if (a.norm) buffers.gamma = a.norm.weight;
       const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}) };

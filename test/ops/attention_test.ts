@@ -41,26 +41,12 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
-      "decode shapes the benchmark sweeps: 64-, 128- and 256-key splits (up to 40 splits to merge), 2 or 4 keys per step, 256-lane workgroups",
+      "decode shapes the benchmark sweeps: 64- and 128-key splits (up to 40 splits to merge), 256-lane workgroups",
       on(path, async (gpu) => {
-        const two = 2 as const;
-        for (const t of [{ longSplit: 64, wg: 128, longKeys: two }, { longSplit: 128, wg: 256, longKeys: two }, { longSplit: 64, wg: 256 }, { longSplit: 256, wg: 128, longKeys: two }]) {
+        for (const t of [{ split: 64, wg: 128 }, { split: 128, wg: 256 }, { split: 64, wg: 256 }]) {
           await withTuning(t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
-          });
-        }
-      }),
-    );
-    test(
-      "decode, four keys per step: plain and RoPE-fused, GQA 4 and 3, partial last step, 64-key splits, 256 lanes",
-      on(path, async (gpu) => {
-        for (const t of [{ keys: 4 as const }, { keys: 4 as const, split: 64, longSplit: 64, wg: 256, ropeWg: 256 }]) {
-          await withTuning(t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601 }, 22);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 7, len: 203 }, 23);
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, qknorm: 1, rot: 128, theta: 1e6 }, 24);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 4, hd: 32, ps: 5, len: 1, row0: 2, rope: 1, rot: 32 }, 25);
           });
         }
       }),

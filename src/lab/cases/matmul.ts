@@ -110,10 +110,11 @@ export async function bindMatmul(
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
-  // x8 = 0 keeps the f32-x kernel where the engine would take int8 x, so both stay tested.
-  const prev = setMatmulTuning(i.shape.x8 === 0 ? { x8: { on: false } } : {});
+  // x8 = 1 takes int8 x for 4-bit weights at any size (the engine only from x8.minWeights weights up, so the
+  // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernel. Both stay tested.
+  const prev = setMatmulTuning(i.shape.x8 === 0 ? { x8: { on: false } } : { x8: { minWeights: 0 } });
   try {
-    i.x8 = i.mode === "vec" && usesX8(gpu.info, { format: i.format, K: i.K });
+    i.x8 = i.mode === "vec" && usesX8(gpu.info, { format: i.format, K: i.K, N: i.N });
     for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
       await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
     }
@@ -153,7 +154,7 @@ const KEYS = {
   row0: "first row of x and y",
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
-  x8: "0: keep f32 x where 4-bit decode matmuls would quantize x to int8 (vector mode)",
+  x8: "1: 4-bit decode matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
 };
 
 function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
