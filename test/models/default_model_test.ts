@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Engine } from "../../src/engine/engine.ts";
 import { Scheduler } from "../../src/engine/scheduler.ts";
+import { setMatmulTuning } from "../../src/ops/matmul.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { DEFAULT_MODEL, ROOT } from "../util/fixtures.ts";
 
@@ -108,6 +109,32 @@ describe("the decode loop", () => {
       const row = all.subarray((prompt.length - 1 + k) * V, (prompt.length + k) * V);
       const best = row.indexOf(Math.max(...row));
       if (best !== r.tokenIds[k]) expect(row[best] - row[r.tokenIds[k]], `step ${k}`).toBeLessThan(NEAR_TIE);
+    }
+  });
+
+  test("int8-x decode matmuls (forced onto this model's small matrices) keep the golden ids, alone and batched", async () => {
+    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs the whole decode
+    // path through lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows).
+    const prev = setMatmulTuning({ x8: { minWeights: 0 } });
+    const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
+    try {
+      const s = new Scheduler(e8, { stepsPerSubmit: 8 });
+      const solo = [];
+      for (const g of golden.slice(0, 2)) solo.push(await s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result);
+      const both = await Promise.all(golden.slice(0, 2).map((g) => s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result));
+      await s.close();
+      for (const [i, g] of golden.slice(0, 2).entries()) {
+        expect(both[i].tokenIds, `prompt ${i + 1} batched vs alone`).toEqual(solo[i].tokenIds);
+        const got = solo[i].tokenIds;
+        const first = got.findIndex((t, k) => t !== g.greedy_ids[k]);
+        if (first === -1) continue;
+        const m = await margin([...g.prompt_ids, ...g.greedy_ids.slice(0, first)]);
+        expect(m.gap, `prompt ${i + 1} diverged at step ${first}: top-2 gap ${m.gap}`).toBeLessThan(NEAR_TIE);
+        expect(m.ids).toContain(got[first]);
+      }
+    } finally {
+      e8.destroy();
+      setMatmulTuning(prev);
     }
   });
 
