@@ -153,8 +153,12 @@ fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
 }
 #endif
 
-#include "lib/q4.wgsl"
+// One Q4 path per variant: its workgroup arrays are the only ones declared (the limit may be 16 KiB).
+#if X8
 #include "lib/q4x8.wgsl"
+#else
+#include "lib/q4.wgsl"
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

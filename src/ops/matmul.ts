@@ -123,7 +123,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const WG = Math.max(T, wg - (wg % T));
       const MB = M > 1 && x8Bytes(4, K, WG) <= info.maxWorkgroupStorage ? 4 : 1;
       if (a.norm) buffers.gamma = a.norm.weight;
-      const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}) };
+      const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}) };
       await record(ctx, { file: "matmul_vec.wgsl", defines: xdefs, overrides: { ...overrides, WG, T, SGS: sub } }, {
         buffers,
         params: { ...params, eps: a.norm?.eps ?? 0 },
