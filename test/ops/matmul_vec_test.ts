@@ -125,7 +125,7 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows, workgroups of 32-256 lanes, every epilogue",
+      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows or one, workgroups of 32-256 lanes, every epilogue",
       on(path, async (gpu) => {
         for (const WG of [32, 128, 256]) {
           const prev = setMatmulTuning({ x8: { WG } });
@@ -135,6 +135,8 @@ for (const path of ["f16", "f32"] as const) {
               { w: "q4g128", K: 384, M: 5, N: 67, out: "act", norm: 1, bias: 0 },
               { w: "q4g64", K: 2560, M: 9, N: 45, out: "f32", norm: 1, bias: 1 },
               { w: "q4g64", K: 4096, M: 1, N: 38, out: "swiglu", norm: 1, bias: 0 },
+              // Four rows of int8 x would pass 32 KiB of workgroup memory: rows one at a time (MB = 1) on such devices.
+              { w: "q4g64", K: 8192, M: 6, N: 21, out: "f32", norm: 1, bias: 0 },
             ].entries()) {
               await expectCase(gpu, matmulVecCase, { ...s, x8: 1 }, 40 + k + WG);
             }
