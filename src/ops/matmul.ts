@@ -48,15 +48,17 @@ export interface MatmulTuning {
    * quantizes x once for its 4·WG/T columns), and the least N·K that takes it (below, the prologue's
    * latency costs more than the faster dot products save: the bundled 19M model decodes 14% slower);
    * `wideWG` replaces WG for N ≥ wideN: wide matrices have workgroups enough with smaller ones (H200 A/B: +4%).
+   * Not yet measured end to end (defaults keep the measured kernel): `PF` 2 requests two chunks of weights
+   * before the prologue instead of one; `maxK` leaves rows longer than it (down_proj) to the f32-x kernel.
    */
-  x8: { on: boolean; WG: number; minWeights: number; wideWG: number; wideN: number };
+  x8: { on: boolean; WG: number; minWeights: number; wideWG: number; wideN: number; PF: number; maxK: number };
   /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
   tiled: { TM: number; wideN: number };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
-  x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096 },
+  x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: Infinity },
   tiled: { TM: 8, wideN: 4096 },
 };
 
@@ -79,7 +81,7 @@ export function setMatmulTuning(
 export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">): boolean {
   const f = w.format;
   if (!tuning.x8.on || f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0) return false;
-  if (w.N * w.K < tuning.x8.minWeights) return false;
+  if (w.N * w.K < tuning.x8.minWeights || w.K > tuning.x8.maxK) return false;
   const sub = info.subgroupMinSize;
   if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
   return x8Bytes(1, w.K, Math.max(tuning.x8.WG, tuning.x8.wideWG)) <= info.maxWorkgroupStorage;
@@ -123,7 +125,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const WG = Math.max(T, wg - (wg % T));
       const MB = M > 1 && x8Bytes(4, K, WG) <= info.maxWorkgroupStorage ? 4 : 1;
       if (a.norm) buffers.gamma = a.norm.weight;
-      const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}) };
+      const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}), ...(tuning.x8.PF === 2 ? { PF2: 1 } : {}) };
       await record(ctx, { file: "matmul_vec.wgsl", defines: xdefs, overrides: { ...overrides, WG, T, SGS: sub } }, {
         buffers,
         params: { ...params, eps: a.norm?.eps ?? 0 },

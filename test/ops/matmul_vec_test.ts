@@ -125,10 +125,10 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows or one, workgroups of 32-256 lanes, every epilogue",
+      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows or one, workgroups of 32-256 lanes, 1 or 2 chunks ahead, every epilogue",
       on(path, async (gpu) => {
-        for (const WG of [32, 128, 256]) {
-          const prev = setMatmulTuning({ x8: { WG } });
+        for (const [WG, PF] of [[32, 1], [128, 2], [256, 1]]) {
+          const prev = setMatmulTuning({ x8: { WG, wideWG: WG, PF } });
           try {
             for (const [k, s] of [
               { w: "q4g32", K: 224, M: 1, N: 67, out: "add", norm: 0, bias: 0 },

@@ -112,13 +112,22 @@ fn x8_team(tid: u32, lane: u32, lid: u32) {
   let cs = min(vec4<u32>(nb) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(params.N - 1u));
 #endif
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
-    // The first chunk's weights are requested before the prologue, whose latency they then overlap.
+    // The first chunk's weights (PF2: the first two) are requested before the prologue, whose latency they
+    // then overlap; the loop keeps as many chunks in flight.
     var cur = x8_stage(cs, min(lane, cpr - 1u), cpr, gpr);
+#if PF2
+    var nx1 = x8_stage(cs, min(lane + T, cpr - 1u), cpr, gpr);
+#endif
     x8_prepare(m0, lid);
     var acc: array<vec4<f32>, MB>;
     for (var j = 0u; j < MB; j++) { acc[j] = vec4<f32>(0.0); }
     for (var ci = lane; ci < cpr; ci += T) {
+#if PF2
+      let nxt = nx1;
+      nx1 = x8_stage(cs, min(ci + 2u * T, cpr - 1u), cpr, gpr);
+#else
       let nxt = x8_stage(cs, min(ci + T, cpr - 1u), cpr, gpr);
+#endif
       let sc = vec4<f32>(half_at(cur.sw.x, cur.gi.x), half_at(cur.sw.y, cur.gi.y), half_at(cur.sw.z, cur.gi.z), half_at(cur.sw.w, cur.gi.w));
       let bi = vec4<f32>(half_at(cur.bw.x, cur.gi.x), half_at(cur.bw.y, cur.gi.y), half_at(cur.bw.z, cur.gi.z), half_at(cur.bw.w, cur.gi.w));
       for (var j = 0u; j < MB; j++) {
