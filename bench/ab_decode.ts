@@ -1,11 +1,12 @@
 /**
  * A/B of decode-kernel shapes end to end: loads one model once, then measures batch-1 decode tok/s under
  * each matmul tuning in turn, interleaved (A B C A B C ...) so drift in the GPU's clocks hits all alike.
- *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N] [--rounds N]
+ *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N | --prefill N] [--rounds N]
  *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
  * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
- * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel).
+ * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel), and `tiled`: the prefill matmul tuning
+ * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl). With --prefill N it measures prefill of an N-token prompt.
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
@@ -17,8 +18,13 @@ import { loadModel, measureE2E } from "./measure.ts";
 
 const f = parseFlags(Deno.args, {
   synthetic: "string", model: "string", depth: "number", rounds: "number", configs: "string", tokens: "number", json: "string",
+  prefill: "number",
 } as const);
-type Config = Partial<MatmulTuning["vec"]> & { attn?: Parameters<typeof setDecodeAttentionTuning>[0]; x8?: Partial<MatmulTuning["x8"]> };
+type Config = Partial<MatmulTuning["vec"]> & {
+  attn?: Parameters<typeof setDecodeAttentionTuning>[0];
+  x8?: Partial<MatmulTuning["x8"]>;
+  tiled?: Partial<MatmulTuning["tiled"]>;
+};
 const configs: Config[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]');
 const depth = f.depth ?? 0;
 const rounds = f.rounds ?? 3;
@@ -26,20 +32,21 @@ const spec = f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAUL
 // Split scratch is sized at load: size it for the smallest split any config asks for.
 const baseAttn = setDecodeAttentionTuning({});
 setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) => c.attn?.split ?? Infinity)) });
-const { engine } = await loadModel(spec, { contextWindow: depth + 1024 });
+const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024 });
 setDecodeAttentionTuning(baseAttn);
 const base = setMatmulTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
-    const { attn, x8, ...vec } = c;
-    setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 } });
+    const { attn, x8, tiled, ...vec } = c;
+    setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 }, tiled: { ...base.tiled, ...tiled } });
     setDecodeAttentionTuning({ ...baseAttn, ...attn });
     await engine.dropPlans();
+    // --prefill N: prefill tok/s of an N-token prompt instead of decode at --depth.
     const e = await measureE2E(engine, {
-      prompts: [], depths: [depth], decodeTokens: f.tokens ?? 128, runs: 1, warmup: 1, seed: 1,
+      prompts: f.prefill ? [f.prefill] : [], depths: f.prefill ? [] : [depth], decodeTokens: f.tokens ?? 128, runs: 1, warmup: 1, seed: 1,
     });
-    const tps = e.decode[0].tps.value;
+    const tps = f.prefill ? e.prefill[0].tps.value : e.decode[0].tps.value;
     results[i].push(tps);
     console.log(`round ${r + 1} ${JSON.stringify(c)}: ${tps.toFixed(1)} tok/s`);
   }

@@ -156,7 +156,7 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     for (const probe of [undefined, "nomath"] as const) for (const [T, U, V, WG, norm, PF] of cfgs) {
       if (QUICK && M === 4 && (WG !== 64 || norm)) continue;
       if (probe && (M !== 1 || V === 1 || norm || WG !== 64 || PF !== 1 || U !== 4)) continue;
-      setMatmulTuning({ vec: { T, U, V, PF, R: 1, WG, magic: true, probe } });
+      setMatmulTuning({ vec: { T, U, V, PF, R: 1, WG, magic: true, probe }, x8: { on: false } });   // the f32-x kernel's shapes
       const n = norm ? { weight: gamma, eps: 1e-6 } : undefined;
       const per = await time(`vec ${name} ${N}x${K} M=${M} U=${U} V=${V} PF=${PF} WG=${WG} norm=${norm}${probe ? ` probe=${probe}` : ""}`, async (ctx) => { for (const w of sets) await matmul(ctx, { x, w, y, M, out: "act", mode: "vec", norm: n }); }, 20, bytes * 6, 2 * N * K * M * 6);
       if (per < bestPer && !norm && !probe) { bestPer = per; bestCfg = `U=${U} V=${V} PF=${PF} WG=${WG} ${(bytes * 6 / per / 1e9).toFixed(0)} GB/s`; }
@@ -164,16 +164,17 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     best[`vec ${name} M=${M}`] = bestCfg;
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
-  setMatmulTuning({ vec: { T: 0, U: 8, V: 2, PF: 2, R: 1, WG: 64, magic: true, probe: undefined } });
-  setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
+  setMatmulTuning({ vec: { T: 0, U: 8, V: 2, PF: 2, R: 1, WG: 64, magic: true, probe: undefined }, x8: { on: true } });
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: false } });
   if (F32 || VEC_ONLY) continue;
-  for (const M of [512, 2048]) for (const [TM, wideN] of [[4, 1e9], [8, 1e9], [8, 0]]) {
-    setMatmulTuning({ tiled: { TM, wideN } });
-    const per = await time(`tiled ${name} ${N}x${K} M=${M} TM=${TM} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
+  // The f32 tiled kernel's shapes, and matmul_tiled_x8.wgsl (int8 x, integer dot products).
+  for (const M of [512, 2048]) for (const [TM, wideN, x8] of [[4, 1e9, false], [8, 1e9, false], [8, 0, false], [8, 0, true]] as const) {
+    setMatmulTuning({ tiled: { TM, wideN, x8 } });
+    const per = await time(`tiled ${name} ${N}x${K} M=${M} ${x8 ? "int8-x" : `TM=${TM} wide=${wideN === 0}`}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
     const k = `tiled ${name} M=${M}`; const g = 2 * N * K * M / per / 1e9;
-    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `TM=${TM} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
+    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `${x8 ? "int8-x" : `TM=${TM} wide=${wideN === 0}`} GFLOP/s ${g.toFixed(0)}`;
   }
-  setMatmulTuning({ tiled: { TM: 8, wideN: 4096 } });
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: false } });
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);

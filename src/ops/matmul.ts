@@ -52,14 +52,18 @@ export interface MatmulTuning {
    * before the prologue instead of one; `maxK` leaves rows longer than it (down_proj) to the f32-x kernel.
    */
   x8: { on: boolean; WG: number; minWeights: number; wideWG: number; wideN: number; PF: number; maxK: number };
-  /** Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN. */
-  tiled: { TM: number; wideN: number };
+  /**
+   * Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN;
+   * x8: 4-bit weights of ≥ x8.minWeights values on int8 x and integer dot products (`matmul_tiled_x8.wgsl`;
+   * off until measured on a GPU).
+   */
+  tiled: { TM: number; wideN: number; x8: boolean };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: Infinity },
-  tiled: { TM: 8, wideN: 4096 },
+  tiled: { TM: 8, wideN: 4096, x8: false },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -74,16 +78,19 @@ export function setMatmulTuning(
 }
 
 /**
- * Whether vector-mode matmuls of this weight take int8 x (`lib/q4x8.wgsl`). It depends on the weight and the
- * device only, never on the rows, so a row's bits are the same alone or in a batch. Needs a fixed subgroup
- * size (shuffles within teams and quantization groups) and one row of int8 x in workgroup memory.
+ * Whether matmuls of this weight in this mode take int8 x (vector: `lib/q4x8.wgsl`; tiled:
+ * `matmul_tiled_x8.wgsl`). It depends on the weight, the mode and the device only, never on the rows, so a
+ * row's bits are the same alone or in a batch. Needs a fixed subgroup size (shuffles within teams and
+ * quantization groups) and, in vector mode, one row of int8 x in workgroup memory.
  */
-export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">): boolean {
+export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">, mode: "vec" | "tiled" = "vec"): boolean {
   const f = w.format;
-  if (!tuning.x8.on || f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0) return false;
-  if (w.N * w.K < tuning.x8.minWeights || w.K > tuning.x8.maxK) return false;
+  if (f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0 || w.N * w.K < tuning.x8.minWeights) return false;
   const sub = info.subgroupMinSize;
   if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
+  // The tiled kernel's workgroup memory is fixed (64 rows and 128 columns of one 32-value tile: 7 KiB).
+  if (mode === "tiled") return tuning.tiled.x8;
+  if (!tuning.x8.on || w.K > tuning.x8.maxK) return false;
   return x8Bytes(1, w.K, Math.max(tuning.x8.WG, tuning.x8.wideWG)) <= info.maxWorkgroupStorage;
 }
 
@@ -151,6 +158,12 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
         buffers,
         params: { ...params, eps: a.norm?.eps ?? 0 },
         grid: grid1d(Math.ceil(s.n / ((v.WG / v.T) * v.R))),
+      });
+    } else if (usesX8(info, w, "tiled")) {
+      await record(ctx, { file: "matmul_tiled_x8.wgsl", defines, overrides }, {
+        buffers,
+        params,
+        grid: [Math.ceil(s.n / 128), Math.ceil(M / 64), 1],
       });
     } else {
       const { TM } = tuning.tiled;

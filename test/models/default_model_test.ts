@@ -112,10 +112,11 @@ describe("the decode loop", () => {
     }
   });
 
-  test("int8-x decode matmuls (forced onto this model's small matrices) keep the golden ids, alone and batched", async () => {
-    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs the whole decode
-    // path through lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows).
-    const prev = setMatmulTuning({ x8: { minWeights: 0 } });
+  test("int8-x matmuls (forced onto this model's small matrices, prefill too) keep the golden ids, alone and batched", async () => {
+    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights, and not yet in prefill; forcing it
+    // here runs decode through lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and
+    // prefill through matmul_tiled_x8.wgsl.
+    const prev = setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true } });
     const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
     try {
       const s = new Scheduler(e8, { stepsPerSubmit: 8 });

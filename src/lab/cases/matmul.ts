@@ -111,10 +111,12 @@ export async function bindMatmul(
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
   // x8 = 1 takes int8 x for 4-bit weights at any size (the engine only from x8.minWeights weights up, so the
-  // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernel. Both stay tested.
-  const prev = setMatmulTuning(i.shape.x8 === 0 ? { x8: { on: false } } : { x8: { minWeights: 0 } });
+  // small lab shapes would never reach it; in tiled mode the engine does not take it yet); x8 = 0 keeps
+  // the f32-x kernels. Both stay tested.
+  const x8 = i.shape.x8 !== 0;
+  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8 } });
   try {
-    i.x8 = i.mode === "vec" && usesX8(gpu.info, { format: i.format, K: i.K, N: i.N });
+    i.x8 = usesX8(gpu.info, { format: i.format, K: i.K, N: i.N }, i.mode);
     for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
       await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
     }
@@ -154,18 +156,18 @@ const KEYS = {
   row0: "first row of x and y",
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
-  x8: "1: 4-bit decode matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
+  x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: vector mode from 4M weights; tiled mode: not yet); 0: keep f32 x",
 };
 
 function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
   return {
-    files: [mode === "vec" ? "matmul_vec.wgsl" : "matmul_tiled.wgsl"],
+    files: mode === "vec" ? ["matmul_vec.wgsl"] : ["matmul_tiled.wgsl", "matmul_tiled_x8.wgsl"],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
-    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
-    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES },
-    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES },
+    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560. Int8 x is the engine's default in vector mode only.
+    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES, x8: mode === "vec" ? 1 : 0 },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8: mode === "vec" ? 1 : 0 },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),

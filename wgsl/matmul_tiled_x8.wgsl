@@ -1,0 +1,209 @@
+// Tiled matmul for many rows (prefill chunks) with int8 x and 4-bit weights, on integer dot products:
+//   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
+// W: MLX affine 4-bit (w = scale·q + bias per group of GS ≥ 32 along K). x is quantized per row per 32 values
+// as lib/q4x8.wgsl does (sx = max|x|/127, q = round(x/sx) as int8, Σx kept in f32), so each output adds, per
+// 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per dot4I8Packed.
+// Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
+// Grid: (ceil(N / 128), ceil(M / 64)). 256 lanes own a 64×128 tile: lane (tx, ty) = (lid % 16, lid / 16)
+// computes rows ty·4 .. ty·4+3 and columns tx + 16·j (j < 8: neighbouring lanes read neighbouring columns
+// from workgroup memory, and write neighbouring outputs). K is walked in tiles of 32 values; the next tile's
+// raw x and W words are fetched into registers while the current one is multiplied.
+// Workgroup memory per tile: x as int8 (two vec4<u32> per row: the even- and odd-position values of each
+// 8-value word, the order in which (w & 0x0f0f0f0f) and (w >> 4) & 0x0f0f0f0f hold the nibbles), (sx, Σx)
+// per row; W as int8 the same way, (scale, bias) per column.
+// Each output is a sum over the K tiles in order whatever M is, and x's quantization depends on its row only
+// (batch invariance).
+#include "lib/common.wgsl"
+
+override BITS: u32 = 4;
+override GS: u32 = 64;
+const BM: u32 = 64u;
+const BN: u32 = 128u;
+
+struct Params {
+  M: u32,      // rows
+  N: u32,      // output columns held by this weight buffer
+  K: u32,      // reduction length (elements)
+  row0: u32,   // first row of x and y used (rows)
+  ldy: u32,    // row stride of y (elements)
+  n_off: u32,  // column of y where this weight's output starts (elements)
+}
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> scales: array<u32>;
+@group(0) @binding(4) var<storage, read> biases: array<u32>;
+#ifdef BIAS
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+#endif
+#ifdef OUT_F32
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+#elif ADD
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+#else
+@group(0) @binding(6) var<storage, read_write> y: array<act>;
+#endif
+
+var<workgroup> xlo: array<vec4<u32>, BM>;   // values 0-15 of each row's tile (words 0, 1: even, odd)
+var<workgroup> xhi: array<vec4<u32>, BM>;   // values 16-31
+var<workgroup> xsc: array<vec2<f32>, BM>;   // (sx, Σx)
+var<workgroup> wlo: array<vec4<u32>, BN>;
+var<workgroup> whi: array<vec4<u32>, BN>;
+var<workgroup> wsb: array<vec2<f32>, BN>;   // (scale, bias)
+
+fn half16(h: u32) -> f32 {
+#ifdef SCALE_F16
+  return unpack2x16float(h).x;
+#else
+  return bitcast<f32>(h << 16u);
+#endif
+}
+
+// i32 → f32 for |v| < 2^22 without a conversion instruction: v + 1.5·2^23 in the mantissa of 2^23.
+fn i2f(v: vec4<i32>) -> vec4<f32> {
+  return bitcast<vec4<f32>>(v + vec4<i32>(0x4b400000)) - vec4<f32>(12582912.0);
+}
+
+fn d8(a: vec4<u32>, b: vec4<u32>) -> i32 {
+  return (dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y)) + (dot4I8Packed(a.z, b.z) + dot4I8Packed(a.w, b.w));
+}
+
+// A lane's 4 rows of the staged x tile, read once per tile.
+struct Rows { l0: vec4<u32>, h0: vec4<u32>, l1: vec4<u32>, h1: vec4<u32>, l2: vec4<u32>, h2: vec4<u32>,
+              l3: vec4<u32>, h3: vec4<u32>, sx: vec4<f32>, sum: vec4<f32> }
+
+fn rows4(r: u32) -> Rows {
+  let q0 = xsc[r];
+  let q1 = xsc[r + 1u];
+  let q2 = xsc[r + 2u];
+  let q3 = xsc[r + 3u];
+  return Rows(xlo[r], xhi[r], xlo[r + 1u], xhi[r + 1u], xlo[r + 2u], xhi[r + 2u], xlo[r + 3u], xhi[r + 3u],
+              vec4<f32>(q0.x, q1.x, q2.x, q3.x), vec4<f32>(q0.y, q1.y, q2.y, q3.y));
+}
+
+// Column c against the 4 rows: scale·sx·Σ q_w·q_x + bias·Σx.
+fn col4(c: u32, x4: Rows) -> vec4<f32> {
+  let lo = wlo[c];
+  let hi = whi[c];
+  let sb = wsb[c];
+  let s = vec4<i32>(d8(lo, x4.l0) + d8(hi, x4.h0), d8(lo, x4.l1) + d8(hi, x4.h1),
+                    d8(lo, x4.l2) + d8(hi, x4.h2), d8(lo, x4.l3) + d8(hi, x4.h3));
+  return (sb.x * x4.sx) * i2f(s) + sb.y * x4.sum;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n0 = wid.x * BN;
+  let m0 = wid.y * BM;
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  let K = params.K;
+  let gpr = K / GS;
+  // Accumulators: acc_j holds column tx + 16·j for the lane's 4 rows (named: arrays indexed in loops spill).
+  var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
+  var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
+
+  // Staging: x row xr = lid / 4, values 8·(lid % 4) .. +7 (the 4 lanes of a row are adjacent: shuffles);
+  // W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
+  let xr = lid / 4u;
+  let xq = lid % 4u;
+  let xrow = params.row0 + min(m0 + xr, params.M - 1u);
+  let wc = lid / 2u;
+  let wh = lid % 2u;
+  let wn = min(n0 + wc, params.N - 1u);
+  var xa = vec4<f32>(0.0);
+  var xb = vec4<f32>(0.0);
+  var ww = vec2<u32>(0u);
+  var wsw = 0u;   // raw scale word, bias word (lane wh = 0 only)
+  var wbw = 0u;
+  var wgi = 0u;
+
+  for (var k0 = 0u; k0 < K + 32u; k0 += 32u) {
+    // 1. Quantize and store the tile fetched in the previous iteration.
+    if (k0 > 0u) {
+      let am = max(abs(xa), abs(xb));
+      var mx = max(max(am.x, am.y), max(am.z, am.w));
+      let sv = xa + xb;
+      var sm = (sv.x + sv.y) + (sv.z + sv.w);
+      mx = max(mx, subgroupShuffleXor(mx, 1u));
+      mx = max(mx, subgroupShuffleXor(mx, 2u));
+      sm = sm + subgroupShuffleXor(sm, 1u);
+      sm = sm + subgroupShuffleXor(sm, 2u);
+      let inv = select(0.0, 127.0 / mx, mx > 0.0);
+      let qa = vec4<i32>(clamp(round(xa * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
+      let qb = vec4<i32>(clamp(round(xb * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
+      let e = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+      let o = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+      let e1 = subgroupShuffleXor(e, 1u);
+      let o1 = subgroupShuffleXor(o, 1u);
+      if (xq == 0u) { xlo[xr] = vec4<u32>(e, o, e1, o1); xsc[xr] = vec2<f32>(mx / 127.0, sm); }
+      if (xq == 2u) { xhi[xr] = vec4<u32>(e, o, e1, o1); }
+      let m4 = 0x0f0f0f0fu;
+      let wv = vec4<u32>(ww.x & m4, (ww.x >> 4u) & m4, ww.y & m4, (ww.y >> 4u) & m4);
+      if (wh == 0u) {
+        wlo[wc] = wv;
+        let sh = (wgi & 1u) * 16u;
+        wsb[wc] = vec2<f32>(half16((wsw >> sh) & 0xffffu), half16((wbw >> sh) & 0xffffu));
+      } else {
+        whi[wc] = wv;
+      }
+    }
+    workgroupBarrier();
+    // 2. Fetch the next tile's raw values (overlaps the multiply below).
+    if (k0 < K) {
+      let xo = (xrow * K + k0) / 4u + 2u * xq;
+      xa = x[xo];
+      xb = x[xo + 1u];
+      let wo = wn * (K / 8u) + k0 / 8u + 2u * wh;
+      ww = vec2<u32>(w[wo], w[wo + 1u]);
+      wgi = wn * gpr + k0 / GS;
+      if (wh == 0u) {
+        wsw = scales[wgi >> 1u];
+        wbw = biases[wgi >> 1u];
+      }
+    }
+    // 3. Multiply the staged tile.
+    if (k0 > 0u) {
+      let x4 = rows4(ty * 4u);
+      acc0 += col4(tx, x4);
+      acc1 += col4(tx + 16u, x4);
+      acc2 += col4(tx + 32u, x4);
+      acc3 += col4(tx + 48u, x4);
+      acc4 += col4(tx + 64u, x4);
+      acc5 += col4(tx + 80u, x4);
+      acc6 += col4(tx + 96u, x4);
+      acc7 += col4(tx + 112u, x4);
+    }
+    workgroupBarrier();
+  }
+  let mb = m0 + ty * 4u;
+  store(mb, n0 + tx, acc0);
+  store(mb, n0 + tx + 16u, acc1);
+  store(mb, n0 + tx + 32u, acc2);
+  store(mb, n0 + tx + 48u, acc3);
+  store(mb, n0 + tx + 64u, acc4);
+  store(mb, n0 + tx + 80u, acc5);
+  store(mb, n0 + tx + 96u, acc6);
+  store(mb, n0 + tx + 112u, acc7);
+}
+
+// Writes column n of rows mb .. mb+3 with the epilogue.
+fn store(mb: u32, n: u32, v4: vec4<f32>) {
+  if (n >= params.N) { return; }
+  for (var i = 0u; i < 4u; i++) {
+    let m = mb + i;
+    if (m >= params.M) { break; }
+    var v = v4[i];
+#ifdef BIAS
+    v += bias[n];
+#endif
+    let yi = (params.row0 + m) * params.ldy + params.n_off + n;
+#ifdef ADD
+    y[yi] = y[yi] + v;
+#elif OUT_F32
+    y[yi] = v;
+#else
+    y[yi] = act(v);
+#endif
+  }
+}
