@@ -159,15 +159,20 @@ const KEYS = {
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: vector mode from 4M weights; tiled mode: not yet); 0: keep f32 x",
 };
 
-function matmulCase(mode: "vec" | "tiled"): KernelCase<MatmulInputs> {
+/** The vector case, the tiled one, or (x8Tiled) the tiled one on matmul_tiled_x8.wgsl: int8 x by default. */
+function matmulCase(mode: "vec" | "tiled", x8Tiled = false): KernelCase<MatmulInputs> {
+  // Int8 x is the engine's default in vector mode only; the x8 kernel's own case starts with it.
+  const x8 = mode === "vec" || x8Tiled ? 1 : 0;
   return {
-    files: mode === "vec" ? ["matmul_vec.wgsl"] : ["matmul_tiled.wgsl", "matmul_tiled_x8.wgsl"],
+    files: [mode === "vec" ? "matmul_vec.wgsl" : x8Tiled ? "matmul_tiled_x8.wgsl" : "matmul_tiled.wgsl"],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
+      : x8Tiled
+      ? "y (=|+=) x·Wᵀ for many rows, 4-bit W on int8 x by integer dot products, 64×128 tiles (prefill)"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
-    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560. Int8 x is the engine's default in vector mode only.
-    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES, x8: mode === "vec" ? 1 : 0 },
-    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8: mode === "vec" ? 1 : 0 },
+    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
+    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES, x8 },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8 },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
@@ -209,3 +214,4 @@ function normedRows(i: MatmulInputs): Float64Array {
 
 export const matmulVecCase: KernelCase<MatmulInputs> = matmulCase("vec");
 export const matmulTiledCase: KernelCase<MatmulInputs> = matmulCase("tiled");
+export const matmulTiledX8Case: KernelCase<MatmulInputs> = matmulCase("tiled", true);
