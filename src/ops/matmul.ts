@@ -129,7 +129,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const sub = info.subgroupMinSize;
       const T = Math.min(32, sub);
       const wg = s.n >= tuning.x8.wideN ? tuning.x8.wideWG : tuning.x8.WG;
-      const WG = Math.max(T, wg - (wg % T));
+      const WG = Math.max(sub, wg - (wg % sub));   // whole subgroups: the Σx² slots are per subgroup
       const MB = M > 1 && x8Bytes(4, K, WG) <= info.maxWorkgroupStorage ? 4 : 1;
       if (a.norm) buffers.gamma = a.norm.weight;
       const xdefs = { ...defines, X8: 1, XW: K / 16, MB, R: 4, QV4: 1, ...(a.norm ? { NORM: 1 } : {}), ...(tuning.x8.PF === 2 ? { PF2: 1 } : {}) };
