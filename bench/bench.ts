@@ -14,8 +14,8 @@
  * Progress goes to stderr, the table to stdout.
  * @module
  */
-import { parseFlags } from "../src/cli/args.ts";
-import { FlintError, ValidationError } from "../src/errors.ts";
+import { parseFlags, runCli } from "../src/cli/args.ts";
+import { ValidationError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
 import { syntheticConfig, syntheticShape } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
@@ -216,14 +216,4 @@ async function writeOutputs(r: BenchResult, dir: string, name: string, jsonPath:
   await Deno.writeTextFile(`${base}.svg`, svgChart(r));
 }
 
-if (import.meta.main) {
-  try {
-    Deno.exit(await main(Deno.args));
-  } catch (e) {
-    if (e instanceof FlintError) {
-      console.error(`error: ${e.message}`);
-      Deno.exit(e instanceof ValidationError ? 2 : 1);
-    }
-    throw e;
-  }
-}
+if (import.meta.main) await runCli(main);
