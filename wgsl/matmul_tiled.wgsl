@@ -50,17 +50,10 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
+#include "lib/matmul.wgsl"
+
 var<workgroup> xs: array<vec4<f32>, BK * BM / 4u>;  // [k][m/4]
 var<workgroup> ws: array<vec4<f32>, BK * BN / 4u>;  // [k][n/4]
-
-// One 16-bit float (bf16, or f16 with SCALE_F16) held in the low half of a word.
-fn half16(h: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(h).x;
-#else
-  return bitcast<f32>(h << 16u);
-#endif
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -240,32 +233,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #else
   var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3);
 #endif
-  store(m0 + ty * TM, n0 + tx * 4u, accs);
+  store_block(m0 + ty * TM, n0 + tx * 4u, accs);
 #if TN8
-  store(m0 + ty * TM, n0 + 64u + tx * 4u, array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
+  store_block(m0 + ty * TM, n0 + 64u + tx * 4u, array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
 #endif
 }
 
 // Writes a TM×4 block of outputs at (m, n) with the epilogue.
-fn store(mb: u32, nb: u32, accs: array<vec4<f32>, TM>) {
+fn store_block(mb: u32, nb: u32, accs: array<vec4<f32>, TM>) {
   for (var i = 0u; i < TM; i++) {
     let m = mb + i;
     if (m >= params.M) { break; }
     for (var j = 0u; j < 4u; j++) {
       let n = nb + j;
       if (n >= params.N) { break; }
-      var v = accs[i][j];
-#ifdef BIAS
-      v += bias[n];
-#endif
-      let yi = (params.row0 + m) * params.ldy + params.n_off + n;
-#ifdef ADD
-      y[yi] = y[yi] + v;
-#elif OUT_F32
-      y[yi] = v;
-#else
-      y[yi] = act(v);
-#endif
+      store(params.row0 + m, n, accs[i][j]);
     }
   }
 }

@@ -1,8 +1,9 @@
 // Tiled matmul for many rows (prefill chunks) with int8 x and 4-bit weights, on integer dot products:
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
 // W: MLX affine 4-bit (w = scale·q + bias per group of GS ≥ 32 along K). x is quantized per row per 32 values
-// as lib/q4x8.wgsl does (sx = max|x|/127, q = round(x/sx) as int8, Σx kept in f32), so each output adds, per
-// 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per dot4I8Packed.
+// by lib/x8.wgsl, as decode rows are (sx = max|x|/127, q = round(x/sx) as int8, Σx kept in f32), so each
+// output adds, per 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per
+// dot4I8Packed.
 // Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
 // Grid: (ceil(N / 128), ceil(M / 64)). 256 lanes own a 64×128 tile: lane (tx, ty) = (lid % 16, lid / 16)
 // computes rows ty·4 .. ty·4+3 and columns tx + 16·j (j < 8: neighbouring lanes read neighbouring columns
@@ -14,6 +15,7 @@
 // Each output is a sum over the K tiles in order whatever M is, and x's quantization depends on its row only
 // (batch invariance).
 #include "lib/common.wgsl"
+#include "lib/x8.wgsl"
 
 override BITS: u32 = 4;
 override GS: u32 = 64;
@@ -44,20 +46,14 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
+#include "lib/matmul.wgsl"
+
 var<workgroup> xlo: array<vec4<u32>, BM>;   // values 0-15 of each row's tile (words 0, 1: even, odd)
 var<workgroup> xhi: array<vec4<u32>, BM>;   // values 16-31
 var<workgroup> xsc: array<vec2<f32>, BM>;   // (sx, Σx)
 var<workgroup> wlo: array<vec4<u32>, BN>;
 var<workgroup> whi: array<vec4<u32>, BN>;
 var<workgroup> wsb: array<vec2<f32>, BN>;   // (scale, bias)
-
-fn half16(h: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(h).x;
-#else
-  return bitcast<f32>(h << 16u);
-#endif
-}
 
 // i32 → f32 for |v| < 2^22 without a conversion instruction: v + 1.5·2^23 in the mantissa of 2^23.
 fn i2f(v: vec4<i32>) -> vec4<f32> {
@@ -121,23 +117,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var k0 = 0u; k0 < K + 32u; k0 += 32u) {
     // 1. Quantize and store the tile fetched in the previous iteration.
     if (k0 > 0u) {
-      let am = max(abs(xa), abs(xb));
-      var mx = max(max(am.x, am.y), max(am.z, am.w));
-      let sv = xa + xb;
-      var sm = (sv.x + sv.y) + (sv.z + sv.w);
-      mx = max(mx, subgroupShuffleXor(mx, 1u));
-      mx = max(mx, subgroupShuffleXor(mx, 2u));
-      sm = sm + subgroupShuffleXor(sm, 1u);
-      sm = sm + subgroupShuffleXor(sm, 2u);
-      let inv = select(0.0, 127.0 / mx, mx > 0.0);
-      let qa = vec4<i32>(clamp(round(xa * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
-      let qb = vec4<i32>(clamp(round(xb * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
-      let e = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-      let o = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
-      let e1 = subgroupShuffleXor(e, 1u);
-      let o1 = subgroupShuffleXor(o, 1u);
-      if (xq == 0u) { xlo[xr] = vec4<u32>(e, o, e1, o1); xsc[xr] = vec2<f32>(mx / 127.0, sm); }
-      if (xq == 2u) { xhi[xr] = vec4<u32>(e, o, e1, o1); }
+      let g = x8_group(xa, xb);
+      if (xq == 0u) { xlo[xr] = g.w; xsc[xr] = vec2<f32>(g.sx, g.sum); }
+      if (xq == 2u) { xhi[xr] = g.w; }
       let m4 = 0x0f0f0f0fu;
       let wv = vec4<u32>(ww.x & m4, (ww.x >> 4u) & m4, ww.y & m4, (ww.y >> 4u) & m4);
       if (wh == 0u) {
@@ -177,33 +159,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   let mb = m0 + ty * 4u;
-  store(mb, n0 + tx, acc0);
-  store(mb, n0 + tx + 16u, acc1);
-  store(mb, n0 + tx + 32u, acc2);
-  store(mb, n0 + tx + 48u, acc3);
-  store(mb, n0 + tx + 64u, acc4);
-  store(mb, n0 + tx + 80u, acc5);
-  store(mb, n0 + tx + 96u, acc6);
-  store(mb, n0 + tx + 112u, acc7);
+  store_col(mb, n0 + tx, acc0);
+  store_col(mb, n0 + tx + 16u, acc1);
+  store_col(mb, n0 + tx + 32u, acc2);
+  store_col(mb, n0 + tx + 48u, acc3);
+  store_col(mb, n0 + tx + 64u, acc4);
+  store_col(mb, n0 + tx + 80u, acc5);
+  store_col(mb, n0 + tx + 96u, acc6);
+  store_col(mb, n0 + tx + 112u, acc7);
 }
 
 // Writes column n of rows mb .. mb+3 with the epilogue.
-fn store(mb: u32, n: u32, v4: vec4<f32>) {
+fn store_col(mb: u32, n: u32, v4: vec4<f32>) {
   if (n >= params.N) { return; }
   for (var i = 0u; i < 4u; i++) {
-    let m = mb + i;
-    if (m >= params.M) { break; }
-    var v = v4[i];
-#ifdef BIAS
-    v += bias[n];
-#endif
-    let yi = (params.row0 + m) * params.ldy + params.n_off + n;
-#ifdef ADD
-    y[yi] = y[yi] + v;
-#elif OUT_F32
-    y[yi] = v;
-#else
-    y[yi] = act(v);
-#endif
+    if (mb + i >= params.M) { break; }
+    store(params.row0 + mb + i, n, v4[i]);
   }
 }

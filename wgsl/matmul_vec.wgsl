@@ -83,21 +83,7 @@ alias wq_t = u32;
 @group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
-// y[row, n_off + n] (=|+=) v (+ bias[n]): the epilogue shared by every path.
-fn store(row: u32, n: u32, v0: f32) {
-  var v = v0;
-#ifdef BIAS
-  v += bias[n];
-#endif
-  let yi = row * params.ldy + params.n_off + n;
-#ifdef ADD
-  y[yi] = y[yi] + v;
-#elif OUT_F32
-  y[yi] = v;
-#else
-  y[yi] = act(v);
-#endif
-}
+#include "lib/matmul.wgsl"
 
 #ifndef TEAM_SUBGROUP
 #ifndef Q4
@@ -155,6 +141,7 @@ fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
 
 // One Q4 path per variant: its workgroup arrays are the only ones declared (the limit may be 16 KiB).
 #if X8
+#include "lib/x8.wgsl"
 #include "lib/q4x8.wgsl"
 #else
 #include "lib/q4.wgsl"

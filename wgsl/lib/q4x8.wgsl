@@ -3,9 +3,8 @@
 // bytes (bench/NOTES.md #27): f32 x is 8 bytes of x per byte of 4-bit weight, and each nibble costs a
 // conversion and an FMA. Here each workgroup first quantizes the rows of x it needs into workgroup memory,
 // and the dot products run on integers, four products per dot4I8Packed.
-//   prologue, per row: x̂ = x, or with NORM x·gamma (the row's rsqrt(mean(x²) + eps) then scales the result);
-//     per 32 values (4 weight words) sx = max|x̂| / 127, q = round(x̂ / sx) as int8, and Σx̂ kept in f32. The 8 values of word k are kept as
-//     two words, values 0,2,4,6 and 1,3,5,7: the bytes of (w & 0x0f0f0f0f) and (w >> 4) & 0x0f0f0f0f.
+//   prologue, per row: x̂ = x, or with NORM x·gamma (the row's rsqrt(mean(x²) + eps) then scales the result),
+//     quantized per 32 values by lib/x8.wgsl (int8 q, sx, Σx̂).
 //   main loop: a team of T lanes (≤ one subgroup) computes 4 adjacent columns (SWIGLU: gates j, j+1 and their
 //     up rows); lane t takes chunks t, t+T, ... of 32 values (one vec4 of weights per column) and adds
 //     scale·(sx·Σ q_w·q_x) + bias·Σx̂ per column; the team sums its lanes by shuffles in a fixed order.
@@ -38,25 +37,11 @@ fn x8_prepare(m0: u32, lid: u32) {
       a *= gamma[2u * wi];
       b *= gamma[2u * wi + 1u];
 #endif
-      let am = max(abs(a), abs(b));
-      var mx = max(max(am.x, am.y), max(am.z, am.w));
-      let sv = a + b;
-      var sm = (sv.x + sv.y) + (sv.z + sv.w);
       // The 4 words of a group sit in 4 adjacent lanes (WG and the group both multiples of 4).
-      mx = max(mx, subgroupShuffleXor(mx, 1u));
-      mx = max(mx, subgroupShuffleXor(mx, 2u));
-      sm = sm + subgroupShuffleXor(sm, 1u);
-      sm = sm + subgroupShuffleXor(sm, 2u);
-      let inv = select(0.0, 127.0 / mx, mx > 0.0);
-      let qa = vec4<i32>(clamp(round(a * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
-      let qb = vec4<i32>(clamp(round(b * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
-      let e = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-      let o = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
-      let e1 = subgroupShuffleXor(e, 1u);
-      let o1 = subgroupShuffleXor(o, 1u);
+      let g = x8_group(a, b);
       if (ok) {
-        if (wi % 2u == 0u) { xq[j * XW + wi / 2u] = vec4<u32>(e, o, e1, o1); }
-        if (wi % 4u == 0u) { xs[j * (XW / 2u) + wi / 4u] = vec2<f32>(mx / 127.0, sm); }
+        if (wi % 2u == 0u) { xq[j * XW + wi / 2u] = g.w; }
+        if (wi % 4u == 0u) { xs[j * (XW / 2u) + wi / 4u] = vec2<f32>(g.sx, g.sum); }
       }
     }
 #ifdef NORM

@@ -26,7 +26,7 @@ export interface MatmulRef {
   y0: Float64Array;
   /** Compute only these columns n (big shapes in the CLI); the others are NaN, i.e. not checked. */
   cols?: number[];
-  /** x is quantized to int8 per 32 values as lib/q4x8.wgsl does (4-bit weights, vector mode). */
+  /** x is quantized to int8 per 32 values as lib/x8.wgsl does (4-bit weights, int8-x kernels). */
   x8?: boolean;
 }
 
@@ -37,7 +37,7 @@ function roundEven(v: number): number {
 }
 
 /**
- * x as lib/q4x8.wgsl quantizes it: per 32 values sx = max|x| / 127 and q = round(x · 127 / max) in ±127.
+ * x as lib/x8.wgsl quantizes it: per 32 values sx = max|x| / 127 and q = round(x · 127 / max) in ±127.
  * Returns x̃ = sx·q and, per 32 values, Σx − Σx̃: the kernel adds bias·Σx (exact sums), so a weight
  * w = s·q_w + b contributes s·Σ q_w·x̃ + b·Σx = Σ w·x̃ + b·(Σx − Σx̃).
  */
