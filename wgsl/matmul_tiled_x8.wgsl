@@ -5,9 +5,11 @@
 // output adds, per 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per
 // dot4I8Packed.
 // Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
-// Grid: (ceil(N / 128), ceil(M / 64)). 256 lanes own a 64×128 tile: lane (tx, ty) = (lid % 16, lid / 16)
-// computes rows ty·4 .. ty·4+3 and columns tx + 16·j (j < 8: neighbouring lanes read neighbouring columns
-// from workgroup memory, and write neighbouring outputs). K is walked in tiles of 32 values; the next tile's
+// Grid: (ceil(N / BN), ceil(M / 64)), BN = 128, or 64 under BN64. 256 lanes (BN64: 128) own a 64×BN tile:
+// lane (tx, ty) = (lid % TX, lid / TX), TX = BN / 8, computes rows ty·4 .. ty·4+3 and columns tx + TX·j (j < 8:
+// neighbouring lanes read neighbouring columns from workgroup memory, and write neighbouring outputs).
+// BN64 halves the tile for narrow matrices, whose 128-wide grid would fill the GPU only ~1.2 times (N = 2560
+// at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x instead of one. K is walked in tiles of 32 values; the next tile's
 // raw x and W words are fetched into registers while the current one is multiplied.
 // Workgroup memory per tile: x as int8 (two vec4<u32> per row: the even- and odd-position values of each
 // 8-value word, the order in which (w & 0x0f0f0f0f) and (w >> 4) & 0x0f0f0f0f hold the nibbles), (sx, Σx)
@@ -20,7 +22,14 @@
 override BITS: u32 = 4;
 override GS: u32 = 64;
 const BM: u32 = 64u;
+#ifdef BN64
+const BN: u32 = 64u;
+const WGS: u32 = 128u;
+#else
 const BN: u32 = 128u;
+const WGS: u32 = 256u;
+#endif
+const TX: u32 = BN / 8u;   // lanes across a tile's columns
 
 struct Params {
   M: u32,      // rows
@@ -87,23 +96,35 @@ fn col4(c: u32, x4: Rows) -> vec4<f32> {
   return (sb.x * x4.sx) * i2f(s) + sb.y * x4.sum;
 }
 
-@compute @workgroup_size(256)
+// Quantizes a row's fetched 32 values (4 lanes × 8) into the x tile; every lane calls it (shuffles).
+fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
+  let g = x8_group(a, b);
+  if (xq == 0u) { xlo[r] = g.w; xsc[r] = vec2<f32>(g.sx, g.sum); }
+  if (xq == 2u) { xhi[r] = g.w; }
+}
+
+@compute @workgroup_size(WGS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
-  let tx = lid % 16u;
-  let ty = lid / 16u;
+  let tx = lid % TX;
+  let ty = lid / TX;
   let K = params.K;
   let gpr = K / GS;
-  // Accumulators: acc_j holds column tx + 16·j for the lane's 4 rows (named: arrays indexed in loops spill).
+  // Accumulators: acc_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
   var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
   var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
 
-  // Staging: x row xr = lid / 4, values 8·(lid % 4) .. +7 (the 4 lanes of a row are adjacent: shuffles);
-  // W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
+  // Staging: x row xr = lid / 4 (BN64: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row are
+  // adjacent: shuffles); W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
   let xr = lid / 4u;
   let xq = lid % 4u;
   let xrow = params.row0 + min(m0 + xr, params.M - 1u);
+#ifdef BN64
+  let xrow2 = params.row0 + min(m0 + xr + 32u, params.M - 1u);
+  var xc = vec4<f32>(0.0);
+  var xd = vec4<f32>(0.0);
+#endif
   let wc = lid / 2u;
   let wh = lid % 2u;
   let wn = min(n0 + wc, params.N - 1u);
@@ -117,9 +138,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var k0 = 0u; k0 < K + 32u; k0 += 32u) {
     // 1. Quantize and store the tile fetched in the previous iteration.
     if (k0 > 0u) {
-      let g = x8_group(xa, xb);
-      if (xq == 0u) { xlo[xr] = g.w; xsc[xr] = vec2<f32>(g.sx, g.sum); }
-      if (xq == 2u) { xhi[xr] = g.w; }
+      stage_x(xr, xq, xa, xb);
+#ifdef BN64
+      stage_x(xr + 32u, xq, xc, xd);
+#endif
       let m4 = 0x0f0f0f0fu;
       let wv = vec4<u32>(ww.x & m4, (ww.x >> 4u) & m4, ww.y & m4, (ww.y >> 4u) & m4);
       if (wh == 0u) {
@@ -136,6 +158,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let xo = (xrow * K + k0) / 4u + 2u * xq;
       xa = x[xo];
       xb = x[xo + 1u];
+#ifdef BN64
+      let xo2 = (xrow2 * K + k0) / 4u + 2u * xq;
+      xc = x[xo2];
+      xd = x[xo2 + 1u];
+#endif
       let wo = wn * (K / 8u) + k0 / 8u + 2u * wh;
       ww = vec2<u32>(w[wo], w[wo + 1u]);
       wgi = wn * gpr + k0 / GS;
@@ -148,25 +175,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (k0 > 0u) {
       let x4 = rows4(ty * 4u);
       acc0 += col4(tx, x4);
-      acc1 += col4(tx + 16u, x4);
-      acc2 += col4(tx + 32u, x4);
-      acc3 += col4(tx + 48u, x4);
-      acc4 += col4(tx + 64u, x4);
-      acc5 += col4(tx + 80u, x4);
-      acc6 += col4(tx + 96u, x4);
-      acc7 += col4(tx + 112u, x4);
+      acc1 += col4(tx + 1u * TX, x4);
+      acc2 += col4(tx + 2u * TX, x4);
+      acc3 += col4(tx + 3u * TX, x4);
+      acc4 += col4(tx + 4u * TX, x4);
+      acc5 += col4(tx + 5u * TX, x4);
+      acc6 += col4(tx + 6u * TX, x4);
+      acc7 += col4(tx + 7u * TX, x4);
     }
     workgroupBarrier();
   }
   let mb = m0 + ty * 4u;
   store_col(mb, n0 + tx, acc0);
-  store_col(mb, n0 + tx + 16u, acc1);
-  store_col(mb, n0 + tx + 32u, acc2);
-  store_col(mb, n0 + tx + 48u, acc3);
-  store_col(mb, n0 + tx + 64u, acc4);
-  store_col(mb, n0 + tx + 80u, acc5);
-  store_col(mb, n0 + tx + 96u, acc6);
-  store_col(mb, n0 + tx + 112u, acc7);
+  store_col(mb, n0 + tx + 1u * TX, acc1);
+  store_col(mb, n0 + tx + 2u * TX, acc2);
+  store_col(mb, n0 + tx + 3u * TX, acc3);
+  store_col(mb, n0 + tx + 4u * TX, acc4);
+  store_col(mb, n0 + tx + 5u * TX, acc5);
+  store_col(mb, n0 + tx + 6u * TX, acc6);
+  store_col(mb, n0 + tx + 7u * TX, acc7);
 }
 
 // Writes column n of rows mb .. mb+3 with the epilogue.

@@ -4,8 +4,8 @@
  * two group sizes each, f16, bf16) with each epilogue (act; f32 + bias; add + bias); M and N that are not
  * multiples of 64 and span several tiles; 16-bit K not a multiple of the 32-value k-tile; row shards with
  * column offsets; batch invariance (a row's bits do not depend on M or its tile position).
- * x is f32 on both paths; 4-bit weights also run matmul_tiled_x8.wgsl (int8 x, shape key x8 = 1; not yet
- * the engine's default) against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * x is f32 on both paths; 4-bit weights also run matmul_tiled_x8.wgsl (int8 x, shape key x8 = 1; the
+ * engine's default for 4-bit matrices of ≥ 4M weights) against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
  * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
  * the f16 rounding of y).
  */
@@ -73,7 +73,7 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x (matmul_tiled_x8.wgsl, 4-bit): group sizes 32/64/128, every epilogue, tiles of 64×128 crossed, row0, shards",
+      "int8 x (matmul_tiled_x8.wgsl, 4-bit): group sizes 32/64/128, every epilogue, 64×64 and 64×128 tiles crossed, row0, shards",
       on(path, async (gpu) => {
         const shapes: Record<string, number | string>[] = [
           { w: "q4g32", scale: "f16", K: 224, M: 37, N: 133, out: "act", bias: 0 },
@@ -81,8 +81,16 @@ for (const path of ["f16", "f32"] as const) {
           { w: "q4g128", scale: "bf16", K: 384, M: 65, N: 260, out: "add", bias: 1, row0: 3 },
           { w: "q4g64", scale: "f16", K: 320, M: 70, N: 131, out: "act", bias: 1, shards: 2, noff: 5, pad: 3, row0: 2 },
         ];
-        for (const [k, s] of shapes.entries()) {
-          await expectCase(gpu, matmulTiledCase, { ...s, x8: 1 }, 50 + k);
+        // wideN 4096: these N take 64-column tiles (BN64, 128 lanes); wideN 1: 128-column tiles.
+        for (const wideN of [4096, 1]) {
+          const prev = setMatmulTuning({ tiled: { wideN } });
+          try {
+            for (const [k, s] of shapes.entries()) {
+              await expectCase(gpu, matmulTiledCase, { ...s, x8: 1 }, 50 + k);
+            }
+          } finally {
+            setMatmulTuning(prev);
+          }
         }
       }),
     );
@@ -90,13 +98,14 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "batch invariance: each row's bits are the same whatever M and tile position",
       on(path, async (gpu) => {
-        for (const s of [{ w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 }]) {
-          const i = matmulInputs(gpu, "tiled", { ...s, M: 137, N: 70 });
+        const cases = [{ w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 }];
+        for (const s of cases) {
+          const i = matmulInputs(gpu, "tiled", { N: 70, ...s, M: 137 });
           const full = await yOf(gpu, i);
           const a = await yOf(gpu, i, [{ M: 1, row0: 0 }, { M: 63, row0: 1 }, { M: 73, row0: 64 }]);
           const b = await yOf(gpu, i, [{ M: 5, row0: 0 }, { M: 128, row0: 5 }, { M: 4, row0: 133 }]);
-          expectBitwise(a, full, `${s.w}: M=1,63,73 vs M=137`);
-          expectBitwise(b, full, `${s.w}: M=5,128,4 vs M=137`);
+          expectBitwise(a, full, `${JSON.stringify(s)}: M=1,63,73 vs M=137`);
+          expectBitwise(b, full, `${JSON.stringify(s)}: M=5,128,4 vs M=137`);
         }
       }),
     );
