@@ -57,12 +57,19 @@ struct Params {
 
 #include "lib/matmul.wgsl"
 
-var<workgroup> xlo: array<vec4<u32>, BM>;   // values 0-15 of each row's tile (words 0, 1: even, odd)
-var<workgroup> xhi: array<vec4<u32>, BM>;   // values 16-31
-var<workgroup> xsc: array<vec2<f32>, BM>;   // (sx, Σx)
-var<workgroup> wlo: array<vec4<u32>, BN>;
-var<workgroup> whi: array<vec4<u32>, BN>;
-var<workgroup> wsb: array<vec2<f32>, BN>;   // (scale, bias)
+// KT2: two 32-value sub-tiles per stage (sub-tile t at index t·BM + row, t·BN + column): half the barriers,
+// and the next stage's loads are in flight over twice the multiply. Same float ops in the same order.
+#ifdef KT2
+const KS: u32 = 2u;
+#else
+const KS: u32 = 1u;
+#endif
+var<workgroup> xlo: array<vec4<u32>, BM * KS>;   // values 0-15 of each row's tile (words 0, 1: even, odd)
+var<workgroup> xhi: array<vec4<u32>, BM * KS>;   // values 16-31
+var<workgroup> xsc: array<vec2<f32>, BM * KS>;   // (sx, Σx)
+var<workgroup> wlo: array<vec4<u32>, BN * KS>;
+var<workgroup> whi: array<vec4<u32>, BN * KS>;
+var<workgroup> wsb: array<vec2<f32>, BN * KS>;   // (scale, bias)
 
 // i32 → f32 for |v| < 2^22 without a conversion instruction: v + 1.5·2^23 in the mantissa of 2^23.
 fn i2f(v: vec4<i32>) -> vec4<f32> {
@@ -103,6 +110,65 @@ fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
   if (xq == 2u) { xhi[r] = g.w; }
 }
 
+// The raw values one lane fetches for one 32-value sub-tile: 8 x values of its row (BN64: of two rows),
+// two words of its W column, and (lane wh = 0) the column's raw scale and bias words.
+struct Fetch { xa: vec4<f32>, xb: vec4<f32>, xc: vec4<f32>, xd: vec4<f32>, w: vec2<u32>, sw: u32, bw: u32, gi: u32 }
+
+fn fetch(k0: u32, xrow: u32, xrow2: u32, xq: u32, wn: u32, wh: u32) -> Fetch {
+  var f: Fetch;
+  let K = params.K;
+  let xo = (xrow * K + k0) / 4u + 2u * xq;
+  f.xa = x[xo];
+  f.xb = x[xo + 1u];
+#ifdef BN64
+  let xo2 = (xrow2 * K + k0) / 4u + 2u * xq;
+  f.xc = x[xo2];
+  f.xd = x[xo2 + 1u];
+#endif
+  let wo = wn * (K / 8u) + k0 / 8u + 2u * wh;
+  f.w = vec2<u32>(w[wo], w[wo + 1u]);
+  f.gi = wn * (K / GS) + k0 / GS;
+  if (wh == 0u) {
+    f.sw = scales[f.gi >> 1u];
+    f.bw = biases[f.gi >> 1u];
+  }
+  return f;
+}
+
+// Stores a fetched sub-tile into workgroup memory at sub-tile t.
+fn stage(t: u32, f: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
+  stage_x(t * BM + xr, xq, f.xa, f.xb);
+#ifdef BN64
+  stage_x(t * BM + xr + 32u, xq, f.xc, f.xd);
+#endif
+  let m4 = 0x0f0f0f0fu;
+  let wv = vec4<u32>(f.w.x & m4, (f.w.x >> 4u) & m4, f.w.y & m4, (f.w.y >> 4u) & m4);
+  if (wh == 0u) {
+    wlo[t * BN + wc] = wv;
+    let sh = (f.gi & 1u) * 16u;
+    wsb[t * BN + wc] = vec2<f32>(half16((f.sw >> sh) & 0xffffu), half16((f.bw >> sh) & 0xffffu));
+  } else {
+    whi[t * BN + wc] = wv;
+  }
+}
+
+// Accumulators: c_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
+struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32> }
+
+// Multiplies staged sub-tile t into the lane's outputs.
+fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
+  let x4 = rows4(t * BM + ty * 4u);
+  let c = t * BN + tx;
+  (*acc).c0 += col4(c, x4);
+  (*acc).c1 += col4(c + 1u * TX, x4);
+  (*acc).c2 += col4(c + 2u * TX, x4);
+  (*acc).c3 += col4(c + 3u * TX, x4);
+  (*acc).c4 += col4(c + 4u * TX, x4);
+  (*acc).c5 += col4(c + 5u * TX, x4);
+  (*acc).c6 += col4(c + 6u * TX, x4);
+  (*acc).c7 += col4(c + 7u * TX, x4);
+}
+
 @compute @workgroup_size(WGS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let n0 = wid.x * BN;
@@ -110,90 +176,53 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let tx = lid % TX;
   let ty = lid / TX;
   let K = params.K;
-  let gpr = K / GS;
-  // Accumulators: acc_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
-  var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
-  var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
-
+  var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+                vec4<f32>(0.0), vec4<f32>(0.0));
   // Staging: x row xr = lid / 4 (BN64: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row are
   // adjacent: shuffles); W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
   let xr = lid / 4u;
   let xq = lid % 4u;
   let xrow = params.row0 + min(m0 + xr, params.M - 1u);
-#ifdef BN64
   let xrow2 = params.row0 + min(m0 + xr + 32u, params.M - 1u);
-  var xc = vec4<f32>(0.0);
-  var xd = vec4<f32>(0.0);
-#endif
   let wc = lid / 2u;
   let wh = lid % 2u;
   let wn = min(n0 + wc, params.N - 1u);
-  var xa = vec4<f32>(0.0);
-  var xb = vec4<f32>(0.0);
-  var ww = vec2<u32>(0u);
-  var wsw = 0u;   // raw scale word, bias word (lane wh = 0 only)
-  var wbw = 0u;
-  var wgi = 0u;
-
-  for (var k0 = 0u; k0 < K + 32u; k0 += 32u) {
-    // 1. Quantize and store the tile fetched in the previous iteration.
-    if (k0 > 0u) {
-      stage_x(xr, xq, xa, xb);
-#ifdef BN64
-      stage_x(xr + 32u, xq, xc, xd);
+  var f0: Fetch;
+#ifdef KT2
+  var f1: Fetch;
 #endif
-      let m4 = 0x0f0f0f0fu;
-      let wv = vec4<u32>(ww.x & m4, (ww.x >> 4u) & m4, ww.y & m4, (ww.y >> 4u) & m4);
-      if (wh == 0u) {
-        wlo[wc] = wv;
-        let sh = (wgi & 1u) * 16u;
-        wsb[wc] = vec2<f32>(half16((wsw >> sh) & 0xffffu), half16((wbw >> sh) & 0xffffu));
-      } else {
-        whi[wc] = wv;
-      }
+  // Each stage: store the sub-tiles fetched the stage before, fetch the next ones, multiply the stored ones.
+  for (var k0 = 0u; k0 < K + 32u * KS; k0 += 32u * KS) {
+    if (k0 > 0u) {
+      stage(0u, f0, xr, xq, wc, wh);
+#ifdef KT2
+      if (k0 - 32u < K) { stage(1u, f1, xr, xq, wc, wh); }
+#endif
     }
     workgroupBarrier();
-    // 2. Fetch the next tile's raw values (overlaps the multiply below).
     if (k0 < K) {
-      let xo = (xrow * K + k0) / 4u + 2u * xq;
-      xa = x[xo];
-      xb = x[xo + 1u];
-#ifdef BN64
-      let xo2 = (xrow2 * K + k0) / 4u + 2u * xq;
-      xc = x[xo2];
-      xd = x[xo2 + 1u];
+      f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
+#ifdef KT2
+      if (k0 + 32u < K) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
 #endif
-      let wo = wn * (K / 8u) + k0 / 8u + 2u * wh;
-      ww = vec2<u32>(w[wo], w[wo + 1u]);
-      wgi = wn * gpr + k0 / GS;
-      if (wh == 0u) {
-        wsw = scales[wgi >> 1u];
-        wbw = biases[wgi >> 1u];
-      }
     }
-    // 3. Multiply the staged tile.
     if (k0 > 0u) {
-      let x4 = rows4(ty * 4u);
-      acc0 += col4(tx, x4);
-      acc1 += col4(tx + 1u * TX, x4);
-      acc2 += col4(tx + 2u * TX, x4);
-      acc3 += col4(tx + 3u * TX, x4);
-      acc4 += col4(tx + 4u * TX, x4);
-      acc5 += col4(tx + 5u * TX, x4);
-      acc6 += col4(tx + 6u * TX, x4);
-      acc7 += col4(tx + 7u * TX, x4);
+      mul(&acc, 0u, tx, ty);
+#ifdef KT2
+      if (k0 - 32u < K) { mul(&acc, 1u, tx, ty); }
+#endif
     }
     workgroupBarrier();
   }
   let mb = m0 + ty * 4u;
-  store_col(mb, n0 + tx, acc0);
-  store_col(mb, n0 + tx + 1u * TX, acc1);
-  store_col(mb, n0 + tx + 2u * TX, acc2);
-  store_col(mb, n0 + tx + 3u * TX, acc3);
-  store_col(mb, n0 + tx + 4u * TX, acc4);
-  store_col(mb, n0 + tx + 5u * TX, acc5);
-  store_col(mb, n0 + tx + 6u * TX, acc6);
-  store_col(mb, n0 + tx + 7u * TX, acc7);
+  store_col(mb, n0 + tx, acc.c0);
+  store_col(mb, n0 + tx + 1u * TX, acc.c1);
+  store_col(mb, n0 + tx + 2u * TX, acc.c2);
+  store_col(mb, n0 + tx + 3u * TX, acc.c3);
+  store_col(mb, n0 + tx + 4u * TX, acc.c4);
+  store_col(mb, n0 + tx + 5u * TX, acc.c5);
+  store_col(mb, n0 + tx + 6u * TX, acc.c6);
+  store_col(mb, n0 + tx + 7u * TX, acc.c7);
 }
 
 // Writes column n of rows mb .. mb+3 with the epilogue.

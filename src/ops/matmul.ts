@@ -56,15 +56,16 @@ export interface MatmulTuning {
    * Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN
    * (also for the int8-x kernel, whose narrow tiles are 64 × 64);
    * x8: 4-bit weights of ≥ x8.minWeights values on int8 x and integer dot products (`matmul_tiled_x8.wgsl`;
-   * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s).
+   * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s); kt2: that kernel stages two 32-value
+   * sub-tiles per barrier pair (KT2).
    */
-  tiled: { TM: number; wideN: number; x8: boolean };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: false },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -163,7 +164,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     } else if (usesX8(info, w, "tiled")) {
       // Narrow matrices take 64-column tiles, as below: twice the workgroups to fill the GPU with.
       const bn = s.n >= tuning.tiled.wideN ? 128 : 64;
-      await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...defines, ...(bn === 64 ? { BN64: 1 } : {}) }, overrides }, {
+      await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...defines, ...(bn === 64 ? { BN64: 1 } : {}), ...(tuning.tiled.kt2 ? { KT2: 1 } : {}) }, overrides }, {
         buffers,
         params,
         grid: [Math.ceil(s.n / bn), Math.ceil(M / 64), 1],
