@@ -6,13 +6,14 @@
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
  * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
  * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel), and `tiled`: the prefill matmul tuning
- * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl). With --prefill N it measures prefill of an N-token prompt.
+ * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl), and `pattn`: the prefill-attention tuning. With --prefill N
+ * it measures prefill of an N-token prompt.
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
 import { parseFlags } from "../src/cli/args.ts";
 import { type MatmulTuning, setMatmulTuning } from "../src/ops/matmul.ts";
-import { setDecodeAttentionTuning } from "../src/ops/attention.ts";
+import { setDecodeAttentionTuning, setPrefillAttentionTuning } from "../src/ops/attention.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
 import { loadModel, measureE2E } from "./measure.ts";
 
@@ -22,6 +23,7 @@ const f = parseFlags(Deno.args, {
 } as const);
 type Config = Partial<MatmulTuning["vec"]> & {
   attn?: Parameters<typeof setDecodeAttentionTuning>[0];
+  pattn?: Parameters<typeof setPrefillAttentionTuning>[0];
   x8?: Partial<MatmulTuning["x8"]>;
   tiled?: Partial<MatmulTuning["tiled"]>;
 };
@@ -35,12 +37,14 @@ setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) =>
 const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024 });
 setDecodeAttentionTuning(baseAttn);
 const base = setMatmulTuning({});
+const basePattn = setPrefillAttentionTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
-    const { attn, x8, tiled, ...vec } = c;
+    const { attn, pattn, x8, tiled, ...vec } = c;
     setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 }, tiled: { ...base.tiled, ...tiled } });
     setDecodeAttentionTuning({ ...baseAttn, ...attn });
+    setPrefillAttentionTuning({ ...basePattn, ...pattn });
     await engine.dropPlans();
     // --prefill N: prefill tok/s of an N-token prompt instead of decode at --depth.
     const e = await measureE2E(engine, {

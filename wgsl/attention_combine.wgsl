@@ -3,15 +3,16 @@
 // Bindings:  rows  (R) step rows (pos gives the number of splits used)
 //            opart (R, nq, max_split, hd) f32, read 4 dims per load;  ml (R, nq, max_split) vec2<f32>
 //            out   (R, nq·hd) f32 (a matmul input)
-// Grid: (n rows, nq). 128 lanes = NG groups × HD/4 lanes: group g merges splits g, g+NG, ... online (so a
+// Grid: (n rows, nq). WG lanes = NG groups × HD/4 lanes: group g merges splits g, g+NG, ... online (so a
 // long context's splits are read NG at a time, not one after another), then group 0 merges the NG states
-// in order.
+// in order. Only 32 workgroups run for a 32-head row: wider ones put more splits' loads in flight.
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
 override SPLIT: u32 = 256;
+override WG: u32 = 128u;
 override D4: u32 = HD / 4u;   // lanes per group (4 dims each)
-override NG: u32 = 128u / D4; // groups
+override NG: u32 = WG / D4;   // groups
 
 struct Params {
   row0: u32,       // first step row handled
@@ -24,10 +25,10 @@ struct Params {
 @group(0) @binding(3) var<storage, read> ml: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
 
-var<workgroup> sm_ml: array<vec2<f32>, 128>;
-var<workgroup> sm_o: array<vec4<f32>, 128>;
+var<workgroup> sm_ml: array<vec2<f32>, WG>;
+var<workgroup> sm_o: array<vec4<f32>, WG>;
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wid.x;
   let qh = wid.y;

@@ -12,12 +12,14 @@ import { rope } from "./rope.ts";
  * workgroup size (key rows in flight = wg / (hd/8)), and `ropeMaxKv`: with RoPE inputs, rows with at most
  * this many keys prepare their q and new K/V inside the kernel (one dispatch fewer), with their own
  * workgroup size `ropeWg` (short rows have few workgroups); longer rows take rope.wgsl first,
- * because each of their many split workgroups would repeat the preparation (0: never).
+ * because each of their many split workgroups would repeat the preparation (0: never); `combineWg`: lanes
+ * of the combine's workgroups (one per row and head; hd/4 lanes per group of splits; H200 16k: 512 lanes +2.5%).
  * Defaults from H200 A/B runs (bench/NOTES.md).
  */
-const decodeTuning: { split: number; wg: number; ropeMaxKv: number; ropeWg: number; probe?: "kvrw" } = {
+const decodeTuning: { split: number; wg: number; ropeMaxKv: number; ropeWg: number; combineWg: number; probe?: "kvrw" } = {
   split: 256,
   wg: 128,
+  combineWg: 512,
   ropeMaxKv: 4608,
   ropeWg: 128,
 };
@@ -139,7 +141,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
     }
     await variant(false, lim + 1, NO_LIMIT, (m) => (m > lim ? splits(m) : 0));
   }
-  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split } }, {
+  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split, WG: Math.max(decodeTuning.combineWg, a.hd / 4) } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
     params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
     // Not needed while every row fits in one split (attention_decode then writes `out` itself).
@@ -156,7 +158,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd % 8 === 0 && a.hd <= 256 && 256 % (a.hd / 8) === 0, "attentionPrefill", `head_dim ${a.hd} (8·2^k up to 256)`);
-  const t = prefillTiles(a.hd, G, ctx.gpu.info.maxWorkgroupStorage);
+  const t = prefillTiles(a.hd, G, ctx.gpu.info.maxWorkgroupStorage, a.S, a.nkv);
   const info = ctx.gpu.info;
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= t.L;
@@ -174,18 +176,40 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /**
- * Tile shape of prefill attention: 256 lanes in groups of L = hd/(4·NV4) (two query vectors per group, up to
- * 32 dims per lane), BQ positions × G heads per workgroup, and the largest key tile whose f32 K and V
- * (rows padded by one vec4 per 8) fit in workgroup memory.
+ * Prefill attention: the least number of workgroups a segment's grid should have. Short segments (a
+ * 512-token prompt: 16 query tiles × 8 kv heads) take smaller workgroups until their grid reaches it; the
+ * last query tile walks every key tile, so its workgroup is the critical path and halving it halves that.
  */
-export function prefillTiles(hd: number, G: number, maxShared: number) {
-  const WG = 256;
+const prefillTuning = { minGrid: 256 };
+
+/** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
+export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
+  const prev = { ...prefillTuning };
+  Object.assign(prefillTuning, t);
+  return prev;
+}
+
+/**
+ * Tile shape of prefill attention: WG lanes (256, or 128 / 64 while a segment of S rows would have fewer
+ * than `minGrid` workgroups) in groups of L = hd/(4·NV4) (two query vectors per group, up to 32 dims per
+ * lane), BQ positions × G heads per workgroup, and the largest key tile whose f32 K and V (rows padded by
+ * one vec4 per 8) fit in workgroup memory. A query vector's arithmetic depends on L and BK only, never on
+ * WG or BQ (masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not depend on S.
+ */
+export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1) {
   const NV4 = Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
+  let WG = 256;
+  while (WG > 64 && 2 * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((2 * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
+  return tilesFor(WG, hd, NV4, L, G, maxShared);
+}
+
+function tilesFor(WG: number, hd: number, NV4: number, L: number, G: number, maxShared: number) {
   const QV = WG / L;
   check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
   const rowBytes = (hd / 4 + Math.floor(hd / 32)) * 16;
+  // BK must not depend on WG (it fixes the key order): sized for the largest workgroup.
   let BK = 32;
-  while (BK > 4 && 2 * BK * rowBytes + WG * 16 > maxShared) BK /= 2;
+  while (BK > 4 && 2 * BK * rowBytes + 256 * 16 > maxShared) BK /= 2;
   return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
 }

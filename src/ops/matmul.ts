@@ -56,16 +56,17 @@ export interface MatmulTuning {
    * Tiled kernel: rows per lane, 4 or 8 (tile 16·TM × 64); wide: 128-column tiles (needs TM 8) from N ≥ wideN
    * (also for the int8-x kernel, whose narrow tiles are 64 × 64);
    * x8: 4-bit weights of ≥ x8.minWeights values on int8 x and integer dot products (`matmul_tiled_x8.wgsl`;
-   * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s); kt2: that kernel stages two 32-value
-   * sub-tiles per barrier pair (KT2).
+   * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s), 128 columns wide from N ≥ wideN or
+   * while that grid has ≥ x8MinGrid workgroups, else 64 (H200 at 512 rows: o_proj 379 → 313 µs); kt2: its
+   * narrow tiles stage two 32-value sub-tiles per barrier pair (KT2; o_proj 313 → 296 µs).
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: false },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256 },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -162,9 +163,12 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
         grid: grid1d(Math.ceil(s.n / ((v.WG / v.T) * v.R))),
       });
     } else if (usesX8(info, w, "tiled")) {
-      // Narrow matrices take 64-column tiles, as below: twice the workgroups to fill the GPU with.
-      const bn = s.n >= tuning.tiled.wideN ? 128 : 64;
-      await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...defines, ...(bn === 64 ? { BN64: 1 } : {}), ...(tuning.tiled.kt2 ? { KT2: 1 } : {}) }, overrides }, {
+      // 64-column tiles (and two sub-tiles per stage) where 128-column ones would give a small grid: twice
+      // the workgroups to fill the GPU with. Every tile shape gives the same bits, so M may choose it.
+      const t = tuning.tiled;
+      const bn = s.n >= t.wideN || Math.ceil(s.n / 128) * Math.ceil(M / 64) >= t.x8MinGrid ? 128 : 64;
+      const tile = bn === 64 ? { BN64: 1, ...(t.kt2 ? { KT2: 1 } : {}) } : {};
+      await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...defines, ...tile }, overrides }, {
         buffers,
         params,
         grid: [Math.ceil(s.n / bn), Math.ceil(M / 64), 1],

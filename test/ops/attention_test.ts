@@ -9,18 +9,28 @@
  *    several splits, the swept split shapes, the workgroup-memory path (no subgroups), and steps whose
  *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`);
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
- *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row.
+ *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
+ *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16).
  */
 import { afterAll, beforeAll, describe, test } from "vitest";
 import { Gpu } from "../../src/gpu/device.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "../../src/lab/cases/attention.ts";
-import { setDecodeAttentionTuning } from "../../src/ops/attention.ts";
-import { devices, expectCase } from "../util/lab.ts";
+import { setDecodeAttentionTuning, setPrefillAttentionTuning } from "../../src/ops/attention.ts";
+import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
 
 const { on } = devices();
 
 /** Runs `fn` under a decode-attention tuning, then restores the previous one. */
+async function withPrefillTuning<T>(t: Parameters<typeof setPrefillAttentionTuning>[0], fn: () => Promise<T>): Promise<T> {
+  const prev = setPrefillAttentionTuning(t);
+  try {
+    return await fn();
+  } finally {
+    setPrefillAttentionTuning(prev);
+  }
+}
+
 async function withTuning(t: Parameters<typeof setDecodeAttentionTuning>[0], fn: () => Promise<void>): Promise<void> {
   const prev = setDecodeAttentionTuning(t);
   try {
@@ -80,9 +90,10 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
-      "decode with RoPE fused, swept shapes: 64-key splits with 256 lanes, 128-key splits with 512 lanes",
+      "decode with RoPE fused, swept shapes: 64-key splits with 256 lanes, 128-key splits with 512 lanes; combine of 512 / 256 lanes",
       on(path, async (gpu) => {
-        for (const t of [{ split: 64, wg: 256, ropeWg: 256 }, { split: 128, wg: 128, ropeWg: 512 }]) {
+        // 512-lane combine: 16 groups of splits for 11 splits (some groups stay empty).
+        for (const t of [{ split: 64, wg: 256, ropeWg: 256, combineWg: 512 }, { split: 128, wg: 128, ropeWg: 512, combineWg: 256 }]) {
           await withTuning(t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 15);
           });
@@ -130,6 +141,19 @@ for (const path of ["f16", "f32"] as const) {
           ps: 7,
           row0: 1,
         }, 8);
+      }),
+    );
+    test(
+      "prefill: 256-lane workgroups (minGrid 0) and 64-lane ones give the same bits; the checks hold for both",
+      on(path, async (gpu) => {
+        for (const shape of [{ S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 }, { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }]) {
+          const small = await withPrefillTuning({ minGrid: 1e9 }, () => outputsOf(gpu, attentionPrefillCase, shape, 3));
+          const big = await withPrefillTuning({ minGrid: 0 }, async () => {
+            await expectCase(gpu, attentionPrefillCase, shape, 3);
+            return outputsOf(gpu, attentionPrefillCase, shape, 3);
+          });
+          expectBitwise(small.out, big.out, `prefill ${JSON.stringify(shape)}: 64 vs 256 lanes`);
+        }
       }),
     );
     test(

@@ -81,9 +81,10 @@ for (const path of ["f16", "f32"] as const) {
           { w: "q4g128", scale: "bf16", K: 384, M: 65, N: 260, out: "add", bias: 1, row0: 3 },
           { w: "q4g64", scale: "f16", K: 320, M: 70, N: 131, out: "act", bias: 1, shards: 2, noff: 5, pad: 3, row0: 2 },
         ];
-        // wideN 4096: these N take 64-column tiles (BN64, 128 lanes); wideN 1: 128-column tiles; kt2: two
-        // 32-value sub-tiles per stage (K = 224, 2560, 384, 320: odd and even sub-tile counts).
-        for (const t of [{ wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 1, kt2: true }]) {
+        // wideN 4096: these small grids take 64-column tiles (BN64, 128 lanes); wideN 1 or x8MinGrid 0:
+        // 128-column tiles; kt2: two 32-value sub-tiles per stage of the 64-column ones (K = 224, 2560, 384,
+        // 320: odd and even sub-tile counts).
+        for (const t of [{ wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 }]) {
           const prev = setMatmulTuning({ tiled: t });
           try {
             for (const [k, s] of shapes.entries()) {
@@ -97,17 +98,22 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x: two sub-tiles per stage (KT2) give the same bits as one",
+      "int8 x: every tile shape gives the same bits (64 or 128 columns, one or two sub-tiles per stage)",
       on(path, async (gpu) => {
-        for (const s of [{ K: 224, N: 70 }, { K: 320, N: 4100 }]) {
+        for (const s of [{ K: 224, N: 70 }, { K: 320, N: 133 }]) {
           const i = matmulInputs(gpu, "tiled", { w: "q4g32", x8: 1, M: 67, ...s });
-          const one = await yOf(gpu, i);
-          const prev = setMatmulTuning({ tiled: { kt2: true } });
-          try {
-            expectBitwise(await yOf(gpu, i), one, `KT2 vs one sub-tile, ${JSON.stringify(s)}`);
-          } finally {
-            setMatmulTuning(prev);
+          const shapes = [{ kt2: false }, { kt2: true }, { x8MinGrid: 0 }];
+          const ys: Float64Array[] = [];
+          for (const t of shapes) {
+            const prev = setMatmulTuning({ tiled: { wideN: 4096, x8MinGrid: 1e9, ...t } });
+            try {
+              ys.push(await yOf(gpu, i));
+            } finally {
+              setMatmulTuning(prev);
+            }
           }
+          expectBitwise(ys[1], ys[0], `KT2 vs one sub-tile, ${JSON.stringify(s)}`);
+          expectBitwise(ys[2], ys[0], `128 vs 64 columns, ${JSON.stringify(s)}`);
         }
       }),
     );

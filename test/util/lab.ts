@@ -7,6 +7,8 @@ import { Gpu } from "../../src/gpu/device.ts";
 import type { KernelCase, Shape } from "../../src/lab/case.ts";
 import { describeReport, type OutputReport } from "../../src/lab/compare.ts";
 import { runCase } from "../../src/lab/run.ts";
+import { runOnce } from "../../src/lab/harness.ts";
+import { Rng } from "../../src/lab/rng.ts";
 
 export type Path = "f16" | "f32";
 
@@ -50,6 +52,18 @@ export async function expectCase(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1
   expect(r.outputs.length, text).toBeGreaterThan(0);
   for (const o of r.outputs) expect(o.ok, text).toBe(true);
   return r.outputs;
+}
+
+/** The outputs of one run of `c` on `shape` (over its small shape), unchecked: for bitwise comparisons. */
+export async function outputsOf(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1): Promise<Record<string, Float64Array>> {
+  const i = c.make({ ...c.small, ...shape }, new Rng(seed), { act: gpu.info.f16 ? "f16" : "f32", maxBinding: gpu.info.maxBinding });
+  const b = await c.bind(gpu, i);
+  try {
+    runOnce(b);
+    return await b.read();
+  } finally {
+    b.destroy();
+  }
 }
 
 /** Asserts two arrays are bitwise equal (as float64 copies of f32/f16/u32 values), naming the first difference. */
