@@ -141,7 +141,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
     }
     await variant(false, lim + 1, NO_LIMIT, (m) => (m > lim ? splits(m) : 0));
   }
-  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split, WG: Math.max(decodeTuning.combineWg, a.hd / 4) } }, {
+  await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split, WG: Math.max(Math.min(decodeTuning.combineWg, ctx.gpu.info.maxInvocations), a.hd / 4) } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
     params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
     // Not needed while every row fits in one split (attention_decode then writes `out` itself).
