@@ -2,7 +2,7 @@
  * `deno task eval --model DIR --file F`: mean token negative log-likelihood and perplexity of a model on a
  * text file, so quantization settings can be compared for quality, not only speed.
  *   --model DIR (default: the bundled model)  --file F  [--context N (1024)]  [--stride N (context/2)]
- *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--json]
+ *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--json]
  * Texts longer than the context are scored with sliding windows (as in the HF perplexity guide): each
  * window is `context` tokens, windows start `stride` apart, and a window scores only the tokens no earlier
  * window scored, so every token but the first is scored once, with at least context − stride tokens before
@@ -13,6 +13,7 @@ import { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import { parseFlags, runCli } from "./args.ts";
+import { setMatmulTuning } from "../ops/matmul.ts";
 
 export interface EvalOptions {
   /** Tokens per window (at most the engine's context window). */
@@ -74,13 +75,24 @@ export async function evaluateIds(engine: Engine, ids: number[], o: EvalOptions)
 
 const SPEC = {
   model: "string", file: "string", context: "number", stride: "number", "max-tokens": "number",
-  "prefill-chunk": "number", f32: "boolean", json: "boolean", help: "boolean",
+  "prefill-chunk": "number", f32: "boolean", json: "boolean", help: "boolean", "int8-x": "string",
 } as const;
+
+/**
+ * --int8-x: which 4-bit matmuls quantize their input rows to int8 (lib/x8.wgsl). auto: the engine's choice
+ * (matrices of ≥ 4M weights where the device has fixed-size subgroups); all: every 4-bit matrix; none: f32 x.
+ */
+function int8X(mode: string | undefined): void {
+  if (mode === undefined || mode === "auto") return;
+  if (mode === "all") setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true } });
+  else if (mode === "none") setMatmulTuning({ x8: { on: false }, tiled: { x8: false } });
+  else throw new ValidationError(`--int8-x ${mode}: expected auto, all or none`, "int8-x");
+}
 
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
-    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--json]");
+    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--json]");
     return 0;
   }
   if (!f.file) throw new ValidationError("missing --file F", "file");
@@ -94,6 +106,7 @@ export async function main(argv: string[]): Promise<number> {
   const context = f.context ?? 1024;
   const stride = f.stride ?? Math.max(1, Math.floor(context / 2));
   const chunk = f["prefill-chunk"] ?? 512;
+  int8X(f["int8-x"]);
   const t0 = performance.now();
   // One sequence; logits for every row of a prefill chunk.
   const engine = await Engine.load(new DiskModelSource(dir), {

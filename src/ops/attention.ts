@@ -176,11 +176,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /**
- * Prefill attention: the least number of workgroups a segment's grid should have. Short segments (a
- * 512-token prompt: 16 query tiles × 8 kv heads) take smaller workgroups until their grid reaches it; the
- * last query tile walks every key tile, so its workgroup is the critical path and halving it halves that.
+ * Prefill attention: the least number of workgroups a segment's grid should have; short segments take
+ * smaller workgroups until their grid reaches it. Off (0): on the H200 a 512-token prompt's 128 workgroups of
+ * 256 lanes beat 256 of 128 (attention 9.9 vs 12.2 ms; bench/NOTES.md #34).
  */
-const prefillTuning = { minGrid: 256 };
+const prefillTuning = { minGrid: 0 };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
