@@ -34,8 +34,12 @@ const spec = f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAUL
 // Split scratch is sized at load: size it for the smallest split any config asks for.
 const baseAttn = setDecodeAttentionTuning({});
 setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) => c.attn?.split ?? Infinity)) });
+// Split-K scratch likewise: sized for the most splits any config asks for.
+const baseMm = setMatmulTuning({});
+setMatmulTuning({ tiled: { splitK: Math.max(baseMm.tiled.splitK, ...configs.map((c) => c.tiled?.splitK ?? 1)) } });
 const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024 });
 setDecodeAttentionTuning(baseAttn);
+setMatmulTuning(baseMm);
 const base = setMatmulTuning({});
 const basePattn = setPrefillAttentionTuning({});
 const results: number[][] = configs.map(() => []);

@@ -5,12 +5,17 @@
 // output adds, per 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per
 // dot4I8Packed.
 // Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
-// Grid: (ceil(N / BN), ceil(M / 64)), BN = 128, or 64 under BN64. 256 lanes (BN64: 128) own a 64×BN tile:
+// Grid: (ceil(N / BN), ceil(M / 64), splits), BN = 128, or 64 under BN64. 256 lanes (BN64: 128) own a 64×BN tile:
 // lane (tx, ty) = (lid % TX, lid / TX), TX = BN / 8, computes rows ty·4 .. ty·4+3 and columns tx + TX·j (j < 8:
 // neighbouring lanes read neighbouring columns from workgroup memory, and write neighbouring outputs).
 // BN64 halves the tile for narrow matrices, whose 128-wide grid would fill the GPU only ~1.2 times (N = 2560
-// at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x instead of one. K is walked in tiles of 32 values; the next tile's
-// raw x and W words are fetched into registers while the current one is multiplied.
+// at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x instead of one.
+// K is walked in tiles of 32 values; the next tile's raw x and W words are fetched into registers while the
+// current one is multiplied.
+// SPLITK (grid z = splits): workgroup z sums k in [z·kc, min((z+1)·kc, K)) only and writes that partial,
+// unscaled, to y = part (splits, M, N) f32 (host: OUT_F32, no BIAS, ldy = N, n_off = 0);
+// matmul_splitk.wgsl then adds the splits in order and applies the epilogue. Narrow matrices take it at
+// every M (the split depends on K only), so a row's bits still do not depend on M.
 // Workgroup memory per tile: x as int8 (two vec4<u32> per row: the even- and odd-position values of each
 // 8-value word, the order in which (w & 0x0f0f0f0f) and (w >> 4) & 0x0f0f0f0f hold the nibbles), (sx, Σx)
 // per row; W as int8 the same way, (scale, bias) per column.
@@ -38,6 +43,9 @@ struct Params {
   row0: u32,   // first row of x and y used (rows)
   ldy: u32,    // row stride of y (elements)
   n_off: u32,  // column of y where this weight's output starts (elements)
+#ifdef SPLITK
+  kc: u32,     // k per split (a multiple of 64)
+#endif
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -176,6 +184,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let tx = lid % TX;
   let ty = lid / TX;
   let K = params.K;
+#ifdef SPLITK
+  let kb = wid.z * params.kc;
+  let ke = min(K, kb + params.kc);
+  let r0 = wid.z * params.M;   // this split's rows of part
+#else
+  let kb = 0u;
+  let ke = K;
+  let r0 = params.row0;
+#endif
   var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
                 vec4<f32>(0.0), vec4<f32>(0.0));
   // Staging: x row xr = lid / 4 (BN64: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row are
@@ -192,44 +209,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var f1: Fetch;
 #endif
   // Each stage: store the sub-tiles fetched the stage before, fetch the next ones, multiply the stored ones.
-  for (var k0 = 0u; k0 < K + 32u * KS; k0 += 32u * KS) {
-    if (k0 > 0u) {
+  for (var k0 = kb; k0 < ke + 32u * KS; k0 += 32u * KS) {
+    if (k0 > kb) {
       stage(0u, f0, xr, xq, wc, wh);
 #ifdef KT2
-      if (k0 - 32u < K) { stage(1u, f1, xr, xq, wc, wh); }
+      if (k0 - 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
 #endif
     }
     workgroupBarrier();
-    if (k0 < K) {
+    if (k0 < ke) {
       f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
 #ifdef KT2
-      if (k0 + 32u < K) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
+      if (k0 + 32u < ke) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
 #endif
     }
-    if (k0 > 0u) {
+    if (k0 > kb) {
       mul(&acc, 0u, tx, ty);
 #ifdef KT2
-      if (k0 - 32u < K) { mul(&acc, 1u, tx, ty); }
+      if (k0 - 32u < ke) { mul(&acc, 1u, tx, ty); }
 #endif
     }
     workgroupBarrier();
   }
   let mb = m0 + ty * 4u;
-  store_col(mb, n0 + tx, acc.c0);
-  store_col(mb, n0 + tx + 1u * TX, acc.c1);
-  store_col(mb, n0 + tx + 2u * TX, acc.c2);
-  store_col(mb, n0 + tx + 3u * TX, acc.c3);
-  store_col(mb, n0 + tx + 4u * TX, acc.c4);
-  store_col(mb, n0 + tx + 5u * TX, acc.c5);
-  store_col(mb, n0 + tx + 6u * TX, acc.c6);
-  store_col(mb, n0 + tx + 7u * TX, acc.c7);
+  store_col(r0, mb, n0 + tx, acc.c0);
+  store_col(r0, mb, n0 + tx + 1u * TX, acc.c1);
+  store_col(r0, mb, n0 + tx + 2u * TX, acc.c2);
+  store_col(r0, mb, n0 + tx + 3u * TX, acc.c3);
+  store_col(r0, mb, n0 + tx + 4u * TX, acc.c4);
+  store_col(r0, mb, n0 + tx + 5u * TX, acc.c5);
+  store_col(r0, mb, n0 + tx + 6u * TX, acc.c6);
+  store_col(r0, mb, n0 + tx + 7u * TX, acc.c7);
 }
 
-// Writes column n of rows mb .. mb+3 with the epilogue.
-fn store_col(mb: u32, n: u32, v4: vec4<f32>) {
+// Writes column n of rows mb .. mb+3 (rows r0 + mb ... of y) with the epilogue.
+fn store_col(r0: u32, mb: u32, n: u32, v4: vec4<f32>) {
   if (n >= params.N) { return; }
   for (var i = 0u; i < 4u; i++) {
     if (mb + i >= params.M) { break; }
-    store(params.row0 + mb + i, n, v4[i]);
+    store(r0 + mb + i, n, v4[i]);
   }
 }

@@ -5,6 +5,7 @@
  */
 import type { Gpu } from "../gpu/device.ts";
 import { decodeSplit } from "../ops/attention.ts";
+import { splitKRows } from "../ops/matmul.ts";
 
 export interface Dims {
   hidden: number;
@@ -43,6 +44,7 @@ export interface Activations {
   ml: GPUBuffer;     // (decodeRows, nq, maxSplit) vec2<f32>
   xl: GPUBuffer;     // (logitRows, hidden) f32
   logits: GPUBuffer; // (logitRows, vocab) f32
+  splitk: GPUBuffer; // (splits, rows, hidden) f32: split-K partials of the narrow prefill matmuls (o, down)
   maxSplit: number;
   cap: Capacity;
 }
@@ -70,6 +72,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
     ml: mk("ml", cap.decodeRows * d.nq * maxSplit * 8),
     xl: mk("xl", cap.logitRows * d.hidden * 4),
     logits: mk("logits", cap.logitRows * d.vocab * 4),
+    splitk: mk("splitk", splitKRows(cap.rows) * d.hidden * 4),
     maxSplit,
     cap,
   };
@@ -82,5 +85,5 @@ export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
   const maxSplit = Math.ceil(cap.context / decodeSplit());
   return R * 16 + R * d.hidden * 8 + R * (d.nq + 2 * d.nkv) * d.hd * ab + R * d.nq * d.hd * (ab + 4) +
     R * d.intermediate * (2 * ab + 4) + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
-    cap.logitRows * (d.hidden * 4 + d.vocab * 4);
+    cap.logitRows * (d.hidden * 4 + d.vocab * 4) + splitKRows(R) * d.hidden * 4;
 }

@@ -142,7 +142,7 @@ export class StepGraph {
     await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
     if (P > 0) {
       await this.#prefillNorm(weight);
-      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled" });
+      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled", splitK: { buffer: acts.splitk, rows: acts.cap.rows } });
       await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
     }
   }
@@ -159,7 +159,8 @@ export class StepGraph {
         const xv = norm ? acts.x : x;
         await matmul(this.ctx, { x: xv, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff, norm });
       }
-      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff });
+      const splitK = { buffer: acts.splitk, rows: acts.cap.rows };
+      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff, splitK });
     }
   }
 
@@ -205,10 +206,11 @@ export class StepGraph {
     await rmsNorm(this.ctx, {
       x: acts.x, weight: norm, y: acts.xl, R: L, H: dims.hidden, eps: dims.eps, gather: this.lrowsBuffer(),
     });
-    // Sampled rows always take the vector kernel (batch invariance); "all" (tests, eval) takes the tiled one.
+    // Sampled rows always take the vector kernel (batch invariance); "all" (tests, eval) takes the tiled one,
+    // on f32 x: those logits are read in full, and int8 x moves them by ~0.06 (of ±20) on the bundled model.
     const mode = this.layout.logits === "all" ? "tiled" : "vec";
     for (const p of head.parts) {
-      await matmul(this.ctx, { x: acts.xl, w: p.w, y: acts.logits, M: L, out: "f32", mode, ldy: head.N, nOff: p.nOff });
+      await matmul(this.ctx, { x: acts.xl, w: p.w, y: acts.logits, M: L, out: "f32", mode, ldy: head.N, nOff: p.nOff, f32x: true });
     }
     if (this.layout.logits === "sampled") {
       await sample(this.ctx, {

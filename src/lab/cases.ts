@@ -17,7 +17,7 @@ import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts"
 import { addCase, siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
-import { matmulTiledCase, matmulTiledX8Case, matmulVecCase } from "./cases/matmul.ts";
+import { matmulSplitKCase, matmulTiledCase, matmulTiledX8Case, matmulVecCase } from "./cases/matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
 import { ropeCase } from "./cases/rope.ts";
 import { sampleCase, stepBeginCase } from "./cases/sample.ts";
@@ -31,6 +31,7 @@ export const CASES: readonly KernelCase[] = [
   matmulVecCase,
   matmulTiledCase,
   matmulTiledX8Case,
+  matmulSplitKCase,
   ropeCase,
   attentionDecodeCase,
   attentionPrefillCase,

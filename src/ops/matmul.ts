@@ -32,6 +32,13 @@ export interface MatmulArgs {
    * decode rows need no separate norm dispatch.
    */
   norm?: { weight: GPUBuffer; eps: number };
+  /**
+   * Tiled mode: scratch for split-K partials, sized for `rows` rows (the step's capacity, never the
+   * step's M: whether a weight splits must not depend on M). See `splitsFor`.
+   */
+  splitK?: { buffer: GPUBuffer; rows: number };
+  /** Tiled mode: keep x in f32 even where int8 x would be taken (logits read in full: tests, eval). */
+  f32x?: boolean;
 }
 
 /** Kernel shape choices; the defaults come from sweeps on real GPUs (bench/NOTES.md). */
@@ -58,15 +65,17 @@ export interface MatmulTuning {
    * x8: 4-bit weights of ≥ x8.minWeights values on int8 x and integer dot products (`matmul_tiled_x8.wgsl`;
    * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s), 128 columns wide from N ≥ wideN or
    * while that grid has ≥ x8MinGrid workgroups, else 64 (H200 at 512 rows: o_proj 379 → 313 µs); kt2: its
-   * narrow tiles stage two 32-value sub-tiles per barrier pair (KT2; o_proj 313 → 296 µs).
+   * narrow tiles stage two 32-value sub-tiles per barrier pair (KT2; o_proj 313 → 296 µs); splitK: narrow
+   * matrices (N < wideN) on that kernel sum K in this many parts, then matmul_splitk.wgsl adds them (more
+   * workgroups for the 512-row prefill chunks of the server; needs `MatmulArgs.splitK`).
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256 },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 1 },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -162,12 +171,29 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
         params: { ...params, eps: a.norm?.eps ?? 0 },
         grid: grid1d(Math.ceil(s.n / ((v.WG / v.T) * v.R))),
       });
-    } else if (usesX8(info, w, "tiled")) {
+    } else if (!a.f32x && usesX8(info, w, "tiled")) {
       // 64-column tiles (and two sub-tiles per stage) where 128-column ones would give a small grid: twice
       // the workgroups to fill the GPU with. Every tile shape gives the same bits, so M may choose it.
       const t = tuning.tiled;
       const bn = s.n >= t.wideN || Math.ceil(s.n / 128) * Math.ceil(M / 64) >= t.x8MinGrid ? 128 : 64;
       const tile = bn === 64 ? { BN64: 1, ...(t.kt2 ? { KT2: 1 } : {}) } : {};
+      const splits = splitsFor(s.n, K, a.splitK);
+      if (splits > 1) {
+        // Partials (splits, M, N) f32 into the scratch, then the sum in order with the epilogue.
+        const kc = Math.ceil(K / splits / 64) * 64;
+        const { BIAS: _b, ADD: _a, ...pdefs } = defines;
+        await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...pdefs, ...tile, OUT_F32: 1, SPLITK: 1 }, overrides }, {
+          buffers: { ...buffers, y: a.splitK!.buffer },
+          params: { ...params, ldy: s.n, n_off: 0, kc },
+          grid: [Math.ceil(s.n / bn), Math.ceil(M / 64), Math.ceil(K / kc)],
+        });
+        await record(ctx, { file: "matmul_splitk.wgsl", defines }, {
+          buffers: { part: a.splitK!.buffer, y: a.y, ...(buffers.bias ? { bias: buffers.bias } : {}) },
+          params: { M, N: s.n, row0: params.row0, ldy, n_off: params.n_off, splits: Math.ceil(K / kc) },
+          grid: [Math.ceil(s.n / 256), M, 1],
+        });
+        continue;
+      }
       await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...defines, ...tile }, overrides }, {
         buffers,
         params,
@@ -185,6 +211,22 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       });
     }
   }
+}
+
+/** Rows of split-K scratch for a step capacity of `rows` (0 while split-K is off: no buffer to speak of). */
+export function splitKRows(rows: number): number {
+  return tuning.tiled.splitK > 1 ? tuning.tiled.splitK * rows : 0;
+}
+
+/**
+ * K-splits of an int8-x tiled matmul: `tuning.tiled.splitK` for narrow matrices (N < wideN) whose partials
+ * fit the scratch at its full row capacity, else 1. Depends on N, K and the scratch only, never on M.
+ */
+export function splitsFor(N: number, K: number, scratch?: { buffer: GPUBuffer; rows: number }): number {
+  const want = Math.min(tuning.tiled.splitK, Math.floor(K / 64));
+  if (want < 2 || !scratch || N >= tuning.tiled.wideN) return 1;
+  const splits = Math.ceil(K / (Math.ceil(K / want / 64) * 64));
+  return splits * scratch.rows * N * 4 <= scratch.buffer.size ? splits : 1;
 }
 
 /** Whether `matmul(..., out: "swiglu")` can take this weight ([gate | up] in one 4-bit shard). */

@@ -5,7 +5,7 @@
  * multiples of 64 and span several tiles; 16-bit K not a multiple of the 32-value k-tile; row shards with
  * column offsets; batch invariance (a row's bits do not depend on M or its tile position).
  * x is f32 on both paths; 4-bit weights also run matmul_tiled_x8.wgsl (int8 x, shape key x8 = 1; the
- * engine's default for 4-bit matrices of ≥ 4M weights) against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * engine's default for 4-bit matrices of ≥ 4M weights; also split along K, summed by matmul_splitk.wgsl) against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
  * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
  * the f16 rounding of y).
  */
@@ -83,8 +83,14 @@ for (const path of ["f16", "f32"] as const) {
         ];
         // wideN 4096: these small grids take 64-column tiles (BN64, 128 lanes); wideN 1 or x8MinGrid 0:
         // 128-column tiles; kt2: two 32-value sub-tiles per stage of the 64-column ones (K = 224, 2560, 384,
-        // 320: odd and even sub-tile counts).
-        for (const t of [{ wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 }]) {
+        // 320: odd and even sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which
+        // applies the epilogue (bias, add, act).
+        for (
+          const t of [
+            { wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 },
+            { wideN: 4096, splitK: 2 }, { wideN: 4096, splitK: 3, kt2: false, x8MinGrid: 0 },
+          ]
+        ) {
           const prev = setMatmulTuning({ tiled: t });
           try {
             for (const [k, s] of shapes.entries()) {
@@ -121,7 +127,10 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "batch invariance: each row's bits are the same whatever M and tile position",
       on(path, async (gpu) => {
-        const cases = [{ w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 }];
+        const cases = [
+          { w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 },
+          { w: "q4g64", K: 320, x8: 1, splitk: 2 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 },
+        ];
         for (const s of cases) {
           const i = matmulInputs(gpu, "tiled", { N: 70, ...s, M: 137 });
           const full = await yOf(gpu, i);

@@ -111,14 +111,18 @@ export async function bindMatmul(
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
   // x8 = 1 takes int8 x for 4-bit weights at any size (the engine only from x8.minWeights weights up, so the
-  // small lab shapes would never reach it; in tiled mode the engine does not take it yet); x8 = 0 keeps
-  // the f32-x kernels. Both stay tested.
+  // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernels. Both stay tested.
   const x8 = i.shape.x8 !== 0;
-  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8 } });
+  // splitk > 0 sets the K-splits of narrow int8-x tiled matmuls (0: the engine's default); the scratch is
+  // sized for all of the case's rows, as the engine sizes it for a step's capacity.
+  const sk = Number(i.shape.splitk ?? 0);
+  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8, ...(sk > 0 ? { splitK: sk } : {}) } });
   try {
     i.x8 = usesX8(gpu.info, { format: i.format, K: i.K, N: i.N }, i.mode);
+    const rows = i.row0 + i.M;
+    const splitK = { buffer: set.upload("splitk", new Float32Array(Math.max(sk, 4) * rows * i.N), { mutable: true }), rows };
     for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
-      await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm });
+      await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm, splitK });
     }
   } finally {
     setMatmulTuning(prev);
@@ -141,7 +145,7 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
 }
 
 /** The format and epilogue switches both shapes start from (4-bit g64 with bf16 scales, plain output). */
-const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1 };
+const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1, splitk: 0 };
 
 const KEYS = {
   M: "rows (decode rows for vec, a prefill chunk for tiled)",
@@ -156,23 +160,31 @@ const KEYS = {
   row0: "first row of x and y",
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
-  x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: vector mode from 4M weights; tiled mode: not yet); 0: keep f32 x",
+  x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
+  splitk: "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the engine's default)",
 };
 
-/** The vector case, the tiled one, or (x8Tiled) the tiled one on matmul_tiled_x8.wgsl: int8 x by default. */
-function matmulCase(mode: "vec" | "tiled", x8Tiled = false): KernelCase<MatmulInputs> {
-  // Int8 x is the engine's default in vector mode only; the x8 kernel's own case starts with it.
-  const x8 = mode === "vec" || x8Tiled ? 1 : 0;
+/**
+ * The vector case, the tiled one, or the tiled one on matmul_tiled_x8.wgsl (int8 x by default), alone or
+ * (splitk) split along K and summed by matmul_splitk.wgsl.
+ */
+function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): KernelCase<MatmulInputs> {
+  // The tiled case keeps f32 x (its file is matmul_tiled.wgsl); the x8 kernels' own cases start with int8 x.
+  const x8 = mode === "vec" || variant ? 1 : 0;
+  const splitk = variant === "splitk" ? 2 : 0;
+  // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560; split-K: down_proj, N = 2560, K = 9728.
+  const [N, K] = splitk ? [2560, 9728] : [19456, 2560];
   return {
-    files: [mode === "vec" ? "matmul_vec.wgsl" : x8Tiled ? "matmul_tiled_x8.wgsl" : "matmul_tiled.wgsl"],
+    files: [mode === "vec" ? "matmul_vec.wgsl" : { "": "matmul_tiled.wgsl", x8: "matmul_tiled_x8.wgsl", splitk: "matmul_splitk.wgsl" }[variant]],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
-      : x8Tiled
+      : variant === "x8"
       ? "y (=|+=) x·Wᵀ for many rows, 4-bit W on int8 x by integer dot products, 64×128 tiles (prefill)"
+      : variant === "splitk"
+      ? "the int8-x tiled matmul split along K (partials), then the partials summed in order with the epilogue"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
-    // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560.
-    defaults: { M: mode === "vec" ? 1 : 512, N: 19456, K: 2560, ...SWITCHES, x8 },
-    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8 },
+    defaults: { M: mode === "vec" ? 1 : 512, N, K, ...SWITCHES, x8, splitk },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8, splitk },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
@@ -214,4 +226,5 @@ function normedRows(i: MatmulInputs): Float64Array {
 
 export const matmulVecCase: KernelCase<MatmulInputs> = matmulCase("vec");
 export const matmulTiledCase: KernelCase<MatmulInputs> = matmulCase("tiled");
-export const matmulTiledX8Case: KernelCase<MatmulInputs> = matmulCase("tiled", true);
+export const matmulTiledX8Case: KernelCase<MatmulInputs> = matmulCase("tiled", "x8");
+export const matmulSplitKCase: KernelCase<MatmulInputs> = matmulCase("tiled", "splitk");
