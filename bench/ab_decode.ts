@@ -1,13 +1,13 @@
 /**
  * A/B of decode-kernel shapes end to end: loads one model once, then measures batch-1 decode tok/s under
  * each matmul tuning in turn, interleaved (A B C A B C ...) so drift in the GPU's clocks hits all alike.
- *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N | --prefill N] [--rounds N]
+ *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N | --prefill N] [--chunk N] [--rounds N]
  *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
  * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
  * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel), and `tiled`: the prefill matmul tuning
  * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl), and `pattn`: the prefill-attention tuning. With --prefill N
- * it measures prefill of an N-token prompt.
+ * it measures prefill of an N-token prompt; --chunk sets the prefill chunk (the server's is 512).
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
@@ -19,7 +19,7 @@ import { loadModel, measureE2E } from "./measure.ts";
 
 const f = parseFlags(Deno.args, {
   synthetic: "string", model: "string", depth: "number", rounds: "number", configs: "string", tokens: "number", json: "string",
-  prefill: "number",
+  prefill: "number", chunk: "number",
 } as const);
 type Config = Partial<MatmulTuning["vec"]> & {
   attn?: Parameters<typeof setDecodeAttentionTuning>[0];
@@ -37,7 +37,7 @@ setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) =>
 // Split-K scratch likewise: sized for the most splits any config asks for.
 const baseMm = setMatmulTuning({});
 setMatmulTuning({ tiled: { splitK: Math.max(baseMm.tiled.splitK, ...configs.map((c) => c.tiled?.splitK ?? 1)) } });
-const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024 });
+const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024, prefillChunk: f.chunk });
 setDecodeAttentionTuning(baseAttn);
 setMatmulTuning(baseMm);
 const base = setMatmulTuning({});

@@ -66,16 +66,17 @@ export interface MatmulTuning {
    * H200: 2.2× the f32 GEMM, prefill of 512 tokens 2,159 → 4,175 tok/s), 128 columns wide from N ≥ wideN or
    * while that grid has ≥ x8MinGrid workgroups, else 64 (H200 at 512 rows: o_proj 379 → 313 µs); kt2: its
    * narrow tiles stage two 32-value sub-tiles per barrier pair (KT2; o_proj 313 → 296 µs); splitK: narrow
-   * matrices (N < wideN) on that kernel sum K in this many parts, then matmul_splitk.wgsl adds them (more
-   * workgroups for the 512-row prefill chunks of the server; needs `MatmulArgs.splitK`).
+   * matrices (N < wideN) on that kernel sum K in this many parts, then matmul_splitk.wgsl adds them, in
+   * engines whose steps hold at most splitKMaxRows rows (the server's 512-row chunks; needs
+   * `MatmulArgs.splitK`). H200, 512-row chunk: +5.6% prefill; 2048-row chunks: −0.8%, so those do not split.
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 1 },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024 },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -213,18 +214,19 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   }
 }
 
-/** Rows of split-K scratch for a step capacity of `rows` (0 while split-K is off: no buffer to speak of). */
+/** Rows of split-K scratch for a step capacity of `rows` (0 where split-K is off: no buffer to speak of). */
 export function splitKRows(rows: number): number {
-  return tuning.tiled.splitK > 1 ? tuning.tiled.splitK * rows : 0;
+  return tuning.tiled.splitK > 1 && rows <= tuning.tiled.splitKMaxRows ? tuning.tiled.splitK * rows : 0;
 }
 
 /**
- * K-splits of an int8-x tiled matmul: `tuning.tiled.splitK` for narrow matrices (N < wideN) whose partials
- * fit the scratch at its full row capacity, else 1. Depends on N, K and the scratch only, never on M.
+ * K-splits of an int8-x tiled matmul: `tuning.tiled.splitK` for narrow matrices (N < wideN) in steps of at
+ * most splitKMaxRows rows whose partials fit the scratch at its full row capacity, else 1. Depends on N, K
+ * and the engine's step capacity only, never on M.
  */
 export function splitsFor(N: number, K: number, scratch?: { buffer: GPUBuffer; rows: number }): number {
   const want = Math.min(tuning.tiled.splitK, Math.floor(K / 64));
-  if (want < 2 || !scratch || N >= tuning.tiled.wideN) return 1;
+  if (want < 2 || !scratch || N >= tuning.tiled.wideN || scratch.rows > tuning.tiled.splitKMaxRows) return 1;
   const splits = Math.ceil(K / (Math.ceil(K / want / 64) * 64));
   return splits * scratch.rows * N * 4 <= scratch.buffer.size ? splits : 1;
 }

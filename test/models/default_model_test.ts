@@ -112,11 +112,18 @@ describe("the decode loop", () => {
     }
   });
 
-  test("int8-x matmuls (forced onto this model's small matrices, prefill too) keep the golden ids, alone and batched", async () => {
-    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights, and not yet in prefill; forcing it
-    // here runs decode through lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and
-    // prefill through matmul_tiled_x8.wgsl.
-    const prev = setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true } });
+  test("int8-x matmuls (forced onto this model's small matrices, prefill too, split-K on and off) keep the golden ids, alone and batched", async () => {
+    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs decode through
+    // lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and prefill through
+    // matmul_tiled_x8.wgsl, alone and split along K (this engine's 512-row chunks take split-K for o and down).
+    // Int8 x moves this model's logits by 0.048 on average (0.42 at most over 80 rows × the vocab), so a
+    // divergence from the float64 golden is accepted where its top-2 gap is under INT8_NEAR_TIE.
+    for (const splitK of [1, 2]) await int8Run(splitK);
+  });
+
+  async function int8Run(splitK: number): Promise<void> {
+    const INT8_NEAR_TIE = 0.25;
+    const prev = setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true, splitK } });
     const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
     try {
       const s = new Scheduler(e8, { stepsPerSubmit: 8 });
@@ -125,19 +132,19 @@ describe("the decode loop", () => {
       const both = await Promise.all(golden.slice(0, 2).map((g) => s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result));
       await s.close();
       for (const [i, g] of golden.slice(0, 2).entries()) {
-        expect(both[i].tokenIds, `prompt ${i + 1} batched vs alone`).toEqual(solo[i].tokenIds);
+        expect(both[i].tokenIds, `splitK ${splitK}: prompt ${i + 1} batched vs alone`).toEqual(solo[i].tokenIds);
         const got = solo[i].tokenIds;
         const first = got.findIndex((t, k) => t !== g.greedy_ids[k]);
         if (first === -1) continue;
         const m = await margin([...g.prompt_ids, ...g.greedy_ids.slice(0, first)]);
-        expect(m.gap, `prompt ${i + 1} diverged at step ${first}: top-2 gap ${m.gap}`).toBeLessThan(NEAR_TIE);
+        expect(m.gap, `splitK ${splitK}: prompt ${i + 1} diverged at step ${first}: top-2 gap ${m.gap}`).toBeLessThan(INT8_NEAR_TIE);
         expect(m.ids).toContain(got[first]);
       }
     } finally {
       e8.destroy();
       setMatmulTuning(prev);
     }
-  });
+  }
 
   test("EOS ends generation and is not part of the text; stop strings end it early", async () => {
     const s = new Scheduler(engine, { stepsPerSubmit: 8 });
