@@ -56,7 +56,8 @@ export interface MatmulTuning {
    * latency costs more than the faster dot products save: the bundled 19M model decodes 14% slower);
    * `wideWG` replaces WG for N ≥ wideN: wide matrices have workgroups enough with smaller ones (H200 A/B: +4%).
    * `PF` 2 requests two chunks of weights before the prologue instead of one (H200: −6%, so 1); `maxK` leaves
-   * rows longer than it to the f32-x kernel: down_proj's 9,728-value prologue costs more than it saves (+1.5%).
+   * narrow matrices (N < wideN) with rows longer than it to the f32-x kernel: 4B down_proj's 9,728-value
+   * prologue in 80 workgroups costs more than it saves (+1.5%), while 8B's (N 4096, K 12,288) gains 3%.
    */
   x8: { on: boolean; WG: number; minWeights: number; wideWG: number; wideN: number; PF: number; maxK: number };
   /**
@@ -103,7 +104,7 @@ export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">,
   if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
   // The tiled kernel's workgroup memory is fixed (64 rows and 128 columns of one 32-value tile: 7 KiB).
   if (mode === "tiled") return tuning.tiled.x8;
-  if (!tuning.x8.on || w.K > tuning.x8.maxK) return false;
+  if (!tuning.x8.on || (w.K > tuning.x8.maxK && w.N < tuning.x8.wideN)) return false;
   return x8Bytes(1, w.K, Math.max(tuning.x8.WG, tuning.x8.wideWG)) <= info.maxWorkgroupStorage;
 }
 
