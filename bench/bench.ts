@@ -24,7 +24,7 @@ import { measureKernels } from "./kernels.ts";
 import { loadModel, measureE2E, type ModelSpec } from "./measure.ts";
 import { measureCeilings } from "../src/lab/probes.ts";
 import { type BenchCeilings, type BenchResult, markdown, type ModelResult, type RooflineRow, svgChart } from "./report.ts";
-import { BARS, decodeBytes, modelCost, prefillFlops } from "./roofline.ts";
+import { BARS, decodeBytes, modelCost, prefillCeilingTps, prefillFlops } from "./roofline.ts";
 
 const SPEC = {
   synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
@@ -101,8 +101,8 @@ export async function main(argv: string[]): Promise<number> {
       // The kernel lab's probes (src/lab/probes.ts), on a device of their own so the engine's ledger is clean.
       log(`[bench] probes on ${info.adapter}`);
       const lab = await measureCeilings(probeGpu);
-      ceil = { readGBs: lab.readGBs, matmulGFLOPs: Math.max(lab.f32GFlops, lab.f16GFlops ?? 0), lab };
-      log(`  read ${lab.readGBs.toFixed(1)} GB/s (wg ${lab.readWG}), matmul f32 ${lab.f32GFlops.toFixed(1)} / f16 ${lab.f16GFlops?.toFixed(1) ?? "–"} GFLOP/s (${lab.method})`);
+      ceil = { readGBs: lab.readGBs, matmulGFLOPs: Math.max(lab.f32GFlops, lab.f16GFlops ?? 0), int8GOps: lab.int8GOps, lab };
+      log(`  read ${lab.readGBs.toFixed(1)} GB/s (wg ${lab.readWG}), matmul f32 ${lab.f32GFlops.toFixed(1)} / f16 ${lab.f16GFlops?.toFixed(1) ?? "–"} GFLOP/s, int8 ${lab.int8GOps?.toFixed(1) ?? "–"} GOP/s (${lab.method})`);
     }
   } finally {
     probeGpu.destroy();
@@ -165,11 +165,12 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
       : [];
     const cost = modelCost(engine);
     const readBs = (o.ceil?.readGBs ?? NaN) * 1e9;
-    const flops = (o.ceil?.matmulGFLOPs ?? NaN) * 1e9;
-    const roof = (label: string, achievedTps: number, perToken: number, rate: number): RooflineRow => {
-      const ceilingTps = rate / perToken;
+    const rates = { matmul: (o.ceil?.matmulGFLOPs ?? NaN) * 1e9, int8: o.ceil?.int8GOps ? o.ceil.int8GOps * 1e9 : null };
+    const roof = (label: string, achievedTps: number, perToken: number, ceilingTps: number): RooflineRow => {
       return { label, achievedTps, perToken, ceilingTps, fraction: achievedTps / ceilingTps };
     };
+    const pre = (label: string, tps: number, n: number, p0: number) =>
+      roof(label, tps, prefillFlops(cost, n, p0), prefillCeilingTps(cost, n, p0, rates));
     res = {
       model: spec.label,
       source: spec.synthetic ? "synthetic weights" : spec.dir!,
@@ -184,11 +185,12 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
       memory: engine.gpu.memory.snapshot(),
       kernels,
       roofline: {
-        prefill: e2e.prefill.map((p) => roof(`prefill ${p.tokens}`, p.tps.value, prefillFlops(cost, p.tokens), flops)),
-        prefillAtDepth: e2e.prefillAtDepth.map((p) =>
-          roof(`prefill at ${p.from}-${p.to}`, p.tps.value, prefillFlops(cost, p.to - p.from, p.from), flops)
-        ),
-        decode: e2e.decode.map((d) => roof(`decode at ${d.depth}`, d.tps.value, decodeBytes(cost, d.depth), readBs)),
+        prefill: e2e.prefill.map((p) => pre(`prefill ${p.tokens}`, p.tps.value, p.tokens, 0)),
+        prefillAtDepth: e2e.prefillAtDepth.map((p) => pre(`prefill at ${p.from}-${p.to}`, p.tps.value, p.to - p.from, p.from)),
+        decode: e2e.decode.map((d) => {
+          const bytes = decodeBytes(cost, d.depth);
+          return roof(`decode at ${d.depth}`, d.tps.value, bytes, readBs / bytes);
+        }),
       },
       baseline: null,
       bar: BARS[spec.label] ?? null,

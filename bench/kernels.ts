@@ -13,7 +13,7 @@ import type { DecoderWeights } from "../src/models/llama.ts";
 import { attentionDecode, attentionPrefill } from "../src/ops/attention.ts";
 import type { OpContext } from "../src/ops/context.ts";
 import { bitsPerWeight } from "../src/ops/linear.ts";
-import { matmul } from "../src/ops/matmul.ts";
+import { matmul, usesX8 } from "../src/ops/matmul.ts";
 import type { BenchCeilings } from "./report.ts";
 import { GpuTimer, type TimerOptions } from "./timer.ts";
 
@@ -29,7 +29,9 @@ export interface KernelFigure {
   GBs: number;
   GFLOPs: number;
   bound: "bandwidth" | "compute";
-  /** GBs ÷ read ceiling (bandwidth-bound) or GFLOPs ÷ matmul ceiling (compute-bound). */
+  /** Compute-bound on integer dot products (int8-x prefill matmuls): compared with the int8 matmul probe. */
+  int8?: boolean;
+  /** GBs ÷ read ceiling (bandwidth-bound) or GFLOPs ÷ matmul ceiling (compute-bound; int8 ones: GOP/s ÷ int8 ceiling). */
   ofCeiling: number;
 }
 
@@ -62,7 +64,7 @@ export async function measureKernels(
     const s = ms / 1000 / n;
     const GBs = f.bytes / s / 1e9;
     const GFLOPs = f.flops / s / 1e9;
-    const ofCeiling = f.bound === "bandwidth" ? GBs / ceil.readGBs : GFLOPs / ceil.matmulGFLOPs;
+    const ofCeiling = f.bound === "bandwidth" ? GBs / ceil.readGBs : GFLOPs / (f.int8 && ceil.int8GOps ? ceil.int8GOps : ceil.matmulGFLOPs);
     out.push({ ...f, us: s * 1e6, GBs, GFLOPs, ofCeiling });
     o.log?.(`  ${f.family} ${f.what}: ${(s * 1e6).toFixed(1)} µs, ${GBs.toFixed(1)} GB/s, ${GFLOPs.toFixed(1)} GFLOP/s`);
   };
@@ -97,6 +99,7 @@ export async function measureKernels(
         bytes: wBytes + M * (g.K * ab + g.N * yBytes),
         flops: 2 * M * g.N * g.K,
         bound: mode === "vec" ? "bandwidth" : "compute",
+        int8: mode === "tiled" && usesX8(gpu.info, g.parts[0].w, "tiled"),
       }, ms, layers.length);
     }
   }

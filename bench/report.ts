@@ -37,10 +37,14 @@ export interface ModelResult {
   bar: { llamacpp: Bar; target: Bar } | null;
 }
 
-/** The lab's probe results, and the two ceilings the roofline uses (matmul: the faster of f32 and f16). */
+/**
+ * The lab's probe results, and the ceilings the roofline uses (matmul: the faster of f32 and f16; int8: the
+ * integer dot-product matmul, for the int8-x linears).
+ */
 export interface BenchCeilings {
   readGBs: number;
   matmulGFLOPs: number;
+  int8GOps: number | null;
   lab: Ceilings;
 }
 
@@ -77,7 +81,8 @@ export function markdown(r: BenchResult): string {
   if (c) {
     out.push(
       `Ceilings measured in this run (src/lab/probes.ts): streaming read **${f0(c.readGBs)} GB/s** (workgroup ${c.lab.readWG}), ` +
-        `tiled matmul **${f0(c.lab.f32GFlops)} GFLOP/s** f32, ${f0(c.lab.f16GFlops ?? undefined)} f16 (the roofline uses the faster); ` +
+        `tiled matmul **${f0(c.lab.f32GFlops)} GFLOP/s** f32, ${f0(c.lab.f16GFlops ?? undefined)} f16 (the roofline uses the faster), ` +
+        `**${f0(c.lab.int8GOps ?? undefined)} GOP/s** int8 with integer dot products (for the int8-x linears); ` +
         `timing by ${c.lab.method}.`,
       "",
     );
@@ -130,7 +135,7 @@ export function markdown(r: BenchResult): string {
       out.push("");
       out.push("| kernel family | shape | µs / call | GB/s | GFLOP/s | of ceiling |", "|---|---|--:|--:|--:|--:|");
       for (const k of m.kernels) {
-        out.push(`| ${k.family} | ${k.what} | ${f1(k.us)} | ${f0(k.GBs)} | ${f0(k.GFLOPs)} | ${pct(k.ofCeiling)} (${k.bound === "bandwidth" ? "read" : "matmul"}) |`);
+        out.push(`| ${k.family} | ${k.what} | ${f1(k.us)} | ${f0(k.GBs)} | ${f0(k.GFLOPs)} | ${pct(k.ofCeiling)} (${k.bound === "bandwidth" ? "read" : k.int8 ? "int8 matmul" : "matmul"}) |`);
       }
       out.push("");
     }

@@ -1,13 +1,15 @@
 /**
  * What one token costs, for the roofline columns: bytes a decode step must read (every linear weight once,
  * plus the KV cache up to the depth) and FLOPs a prefill token needs (2 per weight, plus attention over its
- * context). Ceilings: read bandwidth ÷ bytes per token, matmul rate ÷ FLOPs per token.
+ * context). Ceilings: read bandwidth ÷ bytes per token, matmul rate ÷ FLOPs per token (the int8-x linears' at
+ * the int8 matmul probe's rate).
  * Also the bar this benchmark is judged against (the issue's llama.cpp figures and targets, H200).
  * @module
  */
 import type { Engine } from "../src/engine/engine.ts";
 import type { Linear, WeightFormat } from "../src/ops/linear.ts";
 import { bitsPerWeight } from "../src/ops/linear.ts";
+import { usesX8 } from "../src/ops/matmul.ts";
 
 export interface ModelCost {
   /** Weights of all linear layers incl. the LM head, in parameters and bytes (as stored). */
@@ -16,6 +18,8 @@ export interface ModelCost {
   /** Of those, the LM head (computed once per prompt, every step in decode). */
   headParams: number;
   headBytes: number;
+  /** Parameters of the body's linears that prefill runs on int8 x (matmul_tiled_x8.wgsl: integer dot products). */
+  x8Params: number;
   /** KV bytes per token of context (all layers, K and V). */
   kvBytesPerToken: number;
   layers: number;
@@ -29,6 +33,7 @@ export function modelCost(engine: Engine): ModelCost {
   const seen = new Set<Linear>();
   let params = 0;
   let bytes = 0;
+  let x8 = 0;
   const visit = (o: unknown) => {
     if (!o || typeof o !== "object" || o instanceof GPUBuffer) return;
     if (isLinear(o)) {
@@ -36,6 +41,7 @@ export function modelCost(engine: Engine): ModelCost {
       seen.add(o);
       params += o.N * o.K;
       bytes += (o.N * o.K * bitsPerWeight(o.format)) / 8;
+      if (usesX8(engine.gpu.info, o, "tiled")) x8 += o.N * o.K;
       return;
     }
     for (const v of Array.isArray(o) ? o : Object.values(o)) visit(v);
@@ -52,6 +58,7 @@ export function modelCost(engine: Engine): ModelCost {
     const b = (n * bitsPerWeight(p.w.format)) / 8;
     headParams += n;
     headBytes += b;
+    if (p.w !== embed && usesX8(engine.gpu.info, p.w, "tiled")) x8 -= n;   // the head is not the body
     if (p.w === embed) {
       params += n;
       bytes += b;
@@ -59,7 +66,7 @@ export function modelCost(engine: Engine): ModelCost {
   }
   const ab = engine.gpu.info.f16 ? 2 : 4;
   return {
-    linearParams: params, linearBytes: bytes, headParams, headBytes,
+    linearParams: params, linearBytes: bytes, headParams, headBytes, x8Params: x8,
     kvBytesPerToken: d.layers * 2 * d.nkv * d.hd * ab, layers: d.layers, nq: d.nq, hd: d.hd,
   };
 }
@@ -80,6 +87,16 @@ export function prefillFlops(c: ModelCost, n: number, p0 = 0): number {
   const head = (2 * c.headParams) / n;
   const attn = 4 * c.nq * c.hd * c.layers * (p0 + (n + 1) / 2);
   return body + head + attn;
+}
+
+/**
+ * The prefill roofline, tokens/s: the int8-x linears' FLOPs at the int8 matmul rate (`int8` GOP/s, when the
+ * probe ran), everything else (attention, f32-x linears, the head) at the f32/f16 matmul rate.
+ */
+export function prefillCeilingTps(c: ModelCost, n: number, p0: number, rates: { matmul: number; int8: number | null }): number {
+  const all = prefillFlops(c, n, p0);
+  const x8 = rates.int8 ? 2 * c.x8Params : 0;
+  return 1 / (x8 / (rates.int8 ?? 1) + (all - x8) / rates.matmul);
 }
 
 export interface Bar {

@@ -1,6 +1,6 @@
 /**
  * Ceilings measured on the current adapter: streaming-read bandwidth (GB/s) and matmul compute rate
- * (GFLOP/s, f32 and f16). The kernel lab and the benchmark report kernels as a fraction of these.
+ * (GFLOP/s, f32 and f16; GOP/s on int8 with integer dot products). The kernel lab and the benchmark report kernels as a fraction of these.
  * Timing goes through harness.ts (timestamp queries when the adapter has them, otherwise wall clock over
  * many dispatches per submit); each measurement is several dispatches per pass so short kernels on fast
  * GPUs are not lost in pass overhead.
@@ -11,6 +11,7 @@ import { grid1d } from "../gpu/kernel.ts";
 import { type OpContext, record } from "../ops/context.ts";
 import { BufferSet, readAct, readF32, seal, timeBound, type Timing } from "./harness.ts";
 import { Rng } from "./rng.ts";
+import { readBuffer } from "../gpu/readback.ts";
 import { encodeAct } from "./ref/half.ts";
 
 export interface Ceilings {
@@ -21,6 +22,12 @@ export interface Ceilings {
   /** Tiled matmul rates, GFLOP/s; f16 is null without shader-f16. */
   f32GFlops: number;
   f16GFlops: number | null;
+  /**
+   * The same tiled matmul on int8 with dot4I8Packed, GOP/s (a multiply-add counts 2, as in GFLOP/s): the
+   * ceiling of the int8-x prefill matmuls. Null where integer dot products or subgroups (the int8-x path's
+   * gate) are missing.
+   */
+  int8GOps: number | null;
   method: Timing["method"];
 }
 
@@ -48,12 +55,16 @@ async function measure(gpu: Gpu): Promise<Ceilings> {
   }
   const f32 = await probeMatmul(gpu, { half: false });
   const f16 = gpu.info.f16 ? await probeMatmul(gpu, { half: true }) : null;
+  const i8 = gpu.info.subgroups && navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product")
+    ? await probeMatmul(gpu, { half: false, int8: true })
+    : null;
   return {
     adapter: gpu.info.adapter,
     readGBs: best.gbs,
     readWG: best.wg,
     f32GFlops: f32.gflops,
     f16GFlops: f16?.gflops ?? null,
+    int8GOps: i8?.gflops ?? null,
     method,
   };
 }
@@ -101,17 +112,19 @@ export async function probeRead(
 }
 
 /**
- * C = A·B on n×n matrices (default: sized so one dispatch takes a few ms, n ≤ 2048) in f32 or f16.
+ * C = A·B on n×n matrices (default: sized so one dispatch takes a few ms, n ≤ 2048) in f32 or f16, or
+ * (int8) C = A·Bᵀ on int8 matrices through probe_matmul_i8.wgsl (rate in GOP/s, exact in i32).
  * `verify` checks C against a float64 product (for tests; keep n small then).
  */
 export async function probeMatmul(
   gpu: Gpu,
-  opts: { half: boolean; n?: number; iters?: number; verify?: boolean },
+  opts: { half: boolean; int8?: boolean; n?: number; iters?: number; verify?: boolean },
 ): Promise<{ gflops: number; ms: number; n: number; maxRelErr: number | null }> {
   const measureAt = async (n: number, reps: number) => {
     const set = new BufferSet(gpu);
     try {
       const rng = new Rng(n);
+      if (opts.int8) return await measureI8(set, rng, n, reps);
       const A = Float64Array.from({ length: n * n }, () => rng.signed(1));
       const B = Float64Array.from({ length: n * n }, () => rng.signed(1));
       const dt = opts.half ? "f16" : "f32";
@@ -146,6 +159,34 @@ export async function probeMatmul(
     } finally {
       set.destroy();
     }
+  };
+  // Int8: A and Bᵀ random in ±127 (never zero rows), packed 4 per word; C checked exactly (maxRelErr 0 when
+  // every entry matches).
+  const measureI8 = async (set: BufferSet, rng: Rng, n: number, reps: number) => {
+    const A = Int8Array.from({ length: n * n }, () => rng.int(-127, 128));
+    const B = Int8Array.from({ length: n * n }, () => rng.int(-127, 128));
+    const a = set.upload("probe.a", new Uint32Array(A.buffer));
+    const b = set.upload("probe.b", new Uint32Array(B.buffer));
+    const c = set.upload("probe.c", new Uint32Array(n * n));
+    const ctx = set.context();
+    for (let i = 0; i < reps; i++) {
+      await record(ctx, { file: "probe_matmul_i8.wgsl" }, { buffers: { a, b, c }, params: { n }, grid: [n / 64, n / 64, 1] });
+    }
+    const t = await timed(set, ctx, opts.iters ?? 5, reps);
+    let maxRelErr: number | null = null;
+    if (opts.verify) {
+      const got = new Int32Array(await readBuffer(gpu, c, 0, n * n * 4));
+      let bad = 0;
+      for (let i = 0; i < n; i++) {
+        for (let j = 0; j < n; j++) {
+          let s = 0;
+          for (let k = 0; k < n; k++) s += A[i * n + k] * B[j * n + k];
+          if (got[i * n + j] !== s) bad++;
+        }
+      }
+      maxRelErr = bad / (n * n);
+    }
+    return { ms: t.ms, maxRelErr };
   };
   let n = opts.n ?? 512;
   let r = await measureAt(n, 1);

@@ -226,6 +226,15 @@ describe("probes", () => {
     }),
   );
   test(
+    "the int8 matmul probe computes C = A·Bᵀ exactly (dot4I8Packed, i32)",
+    on("f32", async (gpu) => {
+      const mm = await probeMatmul(gpu, { half: false, int8: true, n: 192, iters: 1, verify: true });
+      expect(mm.maxRelErr).toBe(0); // the fraction of entries that differ from the integer product
+      expect(Number.isFinite(mm.gflops) && mm.gflops > 0).toBe(true);
+      expect(gpu.takeErrors()).toEqual([]);
+    }),
+  );
+  test(
     "the f16 matmul probe computes C = A·B in f16",
     on("f16", async (gpu) => {
       const mm = await probeMatmul(gpu, { half: true, n: 128, iters: 1, verify: true });

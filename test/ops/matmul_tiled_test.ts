@@ -127,7 +127,7 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "batch invariance: each row's bits are the same whatever M and tile position",
       on(path, async (gpu) => {
-        const cases = [
+        const cases: Record<string, number | string>[] = [
           { w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 },
           { w: "q4g64", K: 320, x8: 1, splitk: 2 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 },
         ];
