@@ -192,8 +192,7 @@ export async function probeMatmul(
   let r = await measureAt(n, 1);
   if (opts.n === undefined) {
     // Grow to 2048 unless one dispatch already takes ≥ 20 ms (software adapters), and time the size that ran
-    // fastest: a first dispatch on cold clocks once stopped the growth at 512, whose 64 workgroups do not
-    // fill a large GPU (H200: 20 instead of 48 TOPS).
+    // fastest (512 has only 64 workgroups: too few for a large GPU).
     let best = { n, ms: r.ms };
     while (r.ms < 20 && n < 2048) {
       n *= 2;
@@ -201,7 +200,13 @@ export async function probeMatmul(
       if (n ** 3 / r.ms > best.n ** 3 / best.ms) best = { n, ms: r.ms };
     }
     n = best.n;
+    // Best of three timed passes: a ceiling is the best the device does, and its clocks sometimes dip for a
+    // while (bench/NOTES.md #30; the same probe read 20 and 48 TOPS in two runs on one H200).
     r = await measureAt(n, repsFor(best.ms, 20));
+    for (let t = 0; t < 2; t++) {
+      const again = await measureAt(n, repsFor(best.ms, 20));
+      if (again.ms < r.ms) r = again;
+    }
   }
   return { gflops: (2 * n ** 3) / (r.ms * 1e6), ms: r.ms, n, maxRelErr: r.maxRelErr };
 }
