@@ -69,18 +69,8 @@ alias wq_t = u32;
 @group(0) @binding(4) var<storage, read> biases: array<u32>;
 #endif
 #endif
-#ifdef BIAS
-@group(0) @binding(5) var<storage, read> bias: array<f32>;
-#endif
 #ifdef NORM
 @group(0) @binding(7) var<storage, read> gamma: array<vec4<f32>>;
-#endif
-#ifdef OUT_F32
-@group(0) @binding(6) var<storage, read_write> y: array<f32>;
-#elif ADD
-@group(0) @binding(6) var<storage, read_write> y: array<f32>;
-#else
-@group(0) @binding(6) var<storage, read_write> y: array<act>;
 #endif
 
 #include "lib/matmul.wgsl"

@@ -1,4 +1,17 @@
-// Pieces shared by the matmul kernels (included after their bindings: reads params.ldy, params.n_off, bias, y).
+// Pieces shared by the matmul kernels (included after their params struct; reads params.ldy, params.n_off):
+// the output bindings, the 16-bit scale decode and the epilogue.
+
+// Output: y (rows, ldy): f32 for OUT_F32 and ADD (the residual), act otherwise; BIAS: bias (N) f32.
+#ifdef BIAS
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+#endif
+#ifdef OUT_F32
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+#elif ADD
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+#else
+@group(0) @binding(6) var<storage, read_write> y: array<act>;
+#endif
 
 // One 16-bit float (bf16, or f16 with SCALE_F16) held in the low half of a word.
 fn half16(h: u32) -> f32 {
