@@ -90,11 +90,12 @@ function print(r: BenchReport, ceil: Ceilings | null, gpu: Gpu, summary: string)
     }`,
   );
   if (r.cost.flops > 0) {
-    const c = ceil ? (r.act === "f16" && ceil.f16GFlops ? ceil.f16GFlops : ceil.f32GFlops) : null;
+    const i8 = !!(r.cost.int8 && ceil?.int8GOps);
+    const c = ceil ? (i8 ? ceil.int8GOps : r.act === "f16" && ceil.f16GFlops ? ceil.f16GFlops : ceil.f32GFlops) : null;
     line(
       "compute",
       `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(gfs)} GFLOP/s${of(gfs, c)}${
-        ceil ? ` (${r.act} matmul probe)` : ""
+        ceil ? ` (${i8 ? "int8" : r.act} matmul probe)` : ""
       }`,
     );
   }
@@ -102,7 +103,8 @@ function print(r: BenchReport, ceil: Ceilings | null, gpu: Gpu, summary: string)
     line(
       "ceiling",
       `read ${fmt(ceil.readGBs)} GB/s (workgroup ${ceil.readWG}), matmul f32 ${fmt(ceil.f32GFlops)} GFLOP/s` +
-        (ceil.f16GFlops ? `, f16 ${fmt(ceil.f16GFlops)} GFLOP/s` : "") + ` (${ceil.method})`,
+        (ceil.f16GFlops ? `, f16 ${fmt(ceil.f16GFlops)} GFLOP/s` : "") +
+        (ceil.int8GOps ? `, int8 ${fmt(ceil.int8GOps)} GOP/s` : "") + ` (${ceil.method})`,
     );
   }
 }

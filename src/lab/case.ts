@@ -21,6 +21,8 @@ export interface Cost {
   bytes: number;
   /** Floating-point operations of one run (a multiply-add counts 2). */
   flops: number;
+  /** The operations run on integer dot products (int8 x): compared with the int8 matmul probe. */
+  int8?: boolean;
 }
 
 /** What a case knows about the device when it makes inputs. */

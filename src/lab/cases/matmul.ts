@@ -198,6 +198,7 @@ function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): 
         bytes: weightBytes(f, N, K) + M * K * 4 + M * N * yb * (shape.out === "add" ? 2 : 1) +
           (shape.bias ? N * 4 : 0),
         flops: 2 * M * N * K,
+        int8: Number(shape.x8) === 1 && f.kind === "q" && f.bits === 4,
       };
     },
   };
