@@ -179,19 +179,18 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const t = tuning.tiled;
       const bn = s.n >= t.wideN || Math.ceil(s.n / 128) * Math.ceil(M / 64) >= t.x8MinGrid ? 128 : 64;
       const tile = bn === 64 ? { BN64: 1, ...(t.kt2 ? { KT2: 1 } : {}) } : {};
-      const splits = splitsFor(s.n, K, a.splitK);
+      const { splits, kc } = splitsFor(s.n, K, a.splitK);
       if (splits > 1) {
         // Partials (splits, M, N) f32 into the scratch, then the sum in order with the epilogue.
-        const kc = Math.ceil(K / splits / 64) * 64;
         const { BIAS: _b, ADD: _a, ...pdefs } = defines;
         await record(ctx, { file: "matmul_tiled_x8.wgsl", defines: { ...pdefs, ...tile, OUT_F32: 1, SPLITK: 1 }, overrides }, {
           buffers: { ...buffers, y: a.splitK!.buffer },
           params: { ...params, ldy: s.n, n_off: 0, kc },
-          grid: [Math.ceil(s.n / bn), Math.ceil(M / 64), Math.ceil(K / kc)],
+          grid: [Math.ceil(s.n / bn), Math.ceil(M / 64), splits],
         });
         await record(ctx, { file: "matmul_splitk.wgsl", defines }, {
           buffers: { part: a.splitK!.buffer, y: a.y, ...(buffers.bias ? { bias: buffers.bias } : {}) },
-          params: { M, N: s.n, row0: params.row0, ldy, n_off: params.n_off, splits: Math.ceil(K / kc) },
+          params: { M, N: s.n, row0: params.row0, ldy, n_off: params.n_off, splits },
           grid: [Math.ceil(s.n / 256), M, 1],
         });
         continue;
@@ -221,15 +220,17 @@ export function splitKRows(rows: number): number {
 }
 
 /**
- * K-splits of an int8-x tiled matmul: `tuning.tiled.splitK` for narrow matrices (N < wideN) in steps of at
- * most splitKMaxRows rows whose partials fit the scratch at its full row capacity, else 1. Depends on N, K
- * and the engine's step capacity only, never on M.
+ * K-splits of an int8-x tiled matmul and the k per split (a multiple of 64): `tuning.tiled.splitK` parts for
+ * narrow matrices (N < wideN) in steps of at most splitKMaxRows rows whose partials fit the scratch at its
+ * full row capacity, else one. Depends on N, K and the engine's step capacity only, never on M.
  */
-export function splitsFor(N: number, K: number, scratch?: { buffer: GPUBuffer; rows: number }): number {
+export function splitsFor(N: number, K: number, scratch?: { buffer: GPUBuffer; rows: number }): { splits: number; kc: number } {
+  const one = { splits: 1, kc: K };
   const want = Math.min(tuning.tiled.splitK, Math.floor(K / 64));
-  if (want < 2 || !scratch || N >= tuning.tiled.wideN || scratch.rows > tuning.tiled.splitKMaxRows) return 1;
-  const splits = Math.ceil(K / (Math.ceil(K / want / 64) * 64));
-  return splits * scratch.rows * N * 4 <= scratch.buffer.size ? splits : 1;
+  if (want < 2 || !scratch || N >= tuning.tiled.wideN || scratch.rows > tuning.tiled.splitKMaxRows) return one;
+  const kc = Math.ceil(K / want / 64) * 64;
+  const splits = Math.ceil(K / kc);
+  return splits * scratch.rows * N * 4 <= scratch.buffer.size ? { splits, kc } : one;
 }
 
 /** Whether `matmul(..., out: "swiglu")` can take this weight ([gate | up] in one 4-bit shard). */
