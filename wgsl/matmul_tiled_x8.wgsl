@@ -57,6 +57,8 @@ struct Params {
 
 // KT2: two 32-value sub-tiles per stage (sub-tile t at index t·BM + row, t·BN + column): half the barriers,
 // and the next stage's loads are in flight over twice the multiply. Same float ops in the same order.
+// X64 (with KT2; K and GS multiples of 64): x is quantized per 64 values, one scale per stage, and each
+// output takes one i32 → f32 and two FMAs per 64 values instead of per 32 (other bits than without it).
 #ifdef KT2
 const KS: u32 = 2u;
 #else
@@ -139,6 +141,11 @@ fn stage(t: u32, f: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
 #ifdef BN64
   stage_x(t * BM + xr + 32u, xq, f.xc, f.xd);
 #endif
+  stage_w(t, f, wc, wh);
+}
+
+// Stores a fetched sub-tile's W words (as int8 nibbles) and its column's (scale, bias) at sub-tile t.
+fn stage_w(t: u32, f: Fetch, wc: u32, wh: u32) {
   let m4 = 0x0f0f0f0fu;
   let wv = vec4<u32>(f.w.x & m4, (f.w.x >> 4u) & m4, f.w.y & m4, (f.w.y >> 4u) & m4);
   if (wh == 0u) {
@@ -149,6 +156,39 @@ fn stage(t: u32, f: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
     whi[t * BN + wc] = wv;
   }
 }
+
+#ifdef X64
+// X64: one stage's 64 values of a row quantized with one scale; its (sx, Σx) kept at sub-tile 0.
+fn stage_x64(r: u32, xq: u32, a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>) {
+  let g = x8_group64(a0, b0, a1, b1);
+  if (xq == 0u) { xlo[r] = g.w0; xlo[BM + r] = g.w1; xsc[r] = vec2<f32>(g.sx, g.sum); }
+  if (xq == 2u) { xhi[r] = g.w0; xhi[BM + r] = g.w1; }
+}
+
+fn stage64(f0: Fetch, f1: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
+  stage_x64(xr, xq, f0.xa, f0.xb, f1.xa, f1.xb);
+#ifdef BN64
+  stage_x64(xr + 32u, xq, f0.xc, f0.xd, f1.xc, f1.xd);
+#endif
+  stage_w(0u, f0, wc, wh);
+  stage_w(1u, f1, wc, wh);
+}
+
+// Column c against the 4 rows over both sub-tiles: one i32 sum per 64 values, then scale·sx·Σ + bias·Σx
+// (the weight group spans the stage: GS % 64 = 0).
+fn col64(c: u32, x0: Rows, x1: Rows) -> vec4<f32> {
+  let lo0 = wlo[c];
+  let hi0 = whi[c];
+  let lo1 = wlo[BN + c];
+  let hi1 = whi[BN + c];
+  let sb = wsb[c];
+  let s = vec4<i32>((d8(lo0, x0.l0) + d8(hi0, x0.h0)) + (d8(lo1, x1.l0) + d8(hi1, x1.h0)),
+                    (d8(lo0, x0.l1) + d8(hi0, x0.h1)) + (d8(lo1, x1.l1) + d8(hi1, x1.h1)),
+                    (d8(lo0, x0.l2) + d8(hi0, x0.h2)) + (d8(lo1, x1.l2) + d8(hi1, x1.h2)),
+                    (d8(lo0, x0.l3) + d8(hi0, x0.h3)) + (d8(lo1, x1.l3) + d8(hi1, x1.h3)));
+  return (sb.x * x0.sx) * i2f(s) + sb.y * x0.sum;
+}
+#endif
 
 // Accumulators: c_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
 struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32> }
@@ -166,6 +206,21 @@ fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
   (*acc).c6 += col4(c + 6u * TX, x4);
   (*acc).c7 += col4(c + 7u * TX, x4);
 }
+
+#ifdef X64
+fn mul64(acc: ptr<function, Acc>, tx: u32, ty: u32) {
+  let x0 = rows4(ty * 4u);
+  let x1 = rows4(BM + ty * 4u);   // its (sx, Σx) slots are unused under X64
+  (*acc).c0 += col64(tx, x0, x1);
+  (*acc).c1 += col64(tx + 1u * TX, x0, x1);
+  (*acc).c2 += col64(tx + 2u * TX, x0, x1);
+  (*acc).c3 += col64(tx + 3u * TX, x0, x1);
+  (*acc).c4 += col64(tx + 4u * TX, x0, x1);
+  (*acc).c5 += col64(tx + 5u * TX, x0, x1);
+  (*acc).c6 += col64(tx + 6u * TX, x0, x1);
+  (*acc).c7 += col64(tx + 7u * TX, x0, x1);
+}
+#endif
 
 @compute @workgroup_size(WGS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -201,9 +256,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Each stage: store the sub-tiles fetched the stage before, fetch the next ones, multiply the stored ones.
   for (var k0 = kb; k0 < ke + 32u * KS; k0 += 32u * KS) {
     if (k0 > kb) {
+#ifdef X64
+      stage64(f0, f1, xr, xq, wc, wh);
+#else
       stage(0u, f0, xr, xq, wc, wh);
 #ifdef KT2
       if (k0 - 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
+#endif
 #endif
     }
     workgroupBarrier();
@@ -214,9 +273,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
     }
     if (k0 > kb) {
+#ifdef X64
+      mul64(&acc, tx, ty);
+#else
       mul(&acc, 0u, tx, ty);
 #ifdef KT2
       if (k0 - 32u < ke) { mul(&acc, 1u, tx, ty); }
+#endif
 #endif
     }
     workgroupBarrier();

@@ -2,7 +2,7 @@
  * `deno task eval --model DIR --file F`: mean token negative log-likelihood and perplexity of a model on a
  * text file, so quantization settings can be compared for quality, not only speed.
  *   --model DIR (default: the bundled model)  --file F  [--context N (1024)]  [--stride N (context/2)]
- *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--json]
+ *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--x64]  [--json]
  * Texts longer than the context are scored with sliding windows (as in the HF perplexity guide): each
  * window is `context` tokens, windows start `stride` apart, and a window scores only the tokens no earlier
  * window scored, so every token but the first is scored once, with at least context − stride tokens before
@@ -75,7 +75,7 @@ export async function evaluateIds(engine: Engine, ids: number[], o: EvalOptions)
 
 const SPEC = {
   model: "string", file: "string", context: "number", stride: "number", "max-tokens": "number",
-  "prefill-chunk": "number", f32: "boolean", json: "boolean", help: "boolean", "int8-x": "string",
+  "prefill-chunk": "number", f32: "boolean", json: "boolean", help: "boolean", "int8-x": "string", x64: "boolean",
 } as const;
 
 /**
@@ -92,7 +92,7 @@ function int8X(mode: string | undefined): void {
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
-    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--json]");
+    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--x64] [--json]");
     return 0;
   }
   if (!f.file) throw new ValidationError("missing --file F", "file");
@@ -107,6 +107,8 @@ export async function main(argv: string[]): Promise<number> {
   const stride = f.stride ?? Math.max(1, Math.floor(context / 2));
   const chunk = f["prefill-chunk"] ?? 512;
   int8X(f["int8-x"]);
+  // --x64: the int8-x prefill matmuls quantize x per 64 values (tuning tiled.x64: tested, not yet the default).
+  if (f.x64) setMatmulTuning({ tiled: { x64: true } });
   const t0 = performance.now();
   // One sequence; logits for every row of a prefill chunk.
   const engine = await Engine.load(new DiskModelSource(dir), {

@@ -70,14 +70,16 @@ export interface MatmulTuning {
    * matrices (N < wideN) on that kernel sum K in this many parts, then matmul_splitk.wgsl adds them, in
    * engines whose steps hold at most splitKMaxRows rows (the server's 512-row chunks; needs
    * `MatmulArgs.splitK`). H200, 512-row chunk: +5.6% prefill; 2048-row chunks: −0.8%, so those do not split.
+   * x64: that kernel quantizes x per 64 values where K and the weight groups allow (X64: half the float work
+   * per output; tested, not yet measured, so off).
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024 },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024, x64: false },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -106,6 +108,12 @@ export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">,
   if (mode === "tiled") return tuning.tiled.x8;
   if (!tuning.x8.on || (w.K > tuning.x8.maxK && w.N < tuning.x8.wideN)) return false;
   return x8Bytes(1, w.K, Math.max(tuning.x8.WG, tuning.x8.wideWG)) <= info.maxWorkgroupStorage;
+}
+
+/** Values per int8 scale of x in an int8-x matmul of this weight: 64 under `tiled.x64` where K and the groups allow, else 32. */
+export function x8Group(w: Pick<Linear, "format" | "K">, mode: "vec" | "tiled"): 32 | 64 {
+  const f = w.format;
+  return mode === "tiled" && tuning.tiled.x64 && f.kind === "q" && f.groupSize % 64 === 0 && w.K % 64 === 0 ? 64 : 32;
 }
 
 /** Workgroup memory of the int8-x path: MB rows of int8 x, their (sx, Σx̂) pairs, the reduction slots. */
@@ -178,7 +186,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       // the workgroups to fill the GPU with. Every tile shape gives the same bits, so M may choose it.
       const t = tuning.tiled;
       const bn = s.n >= t.wideN || Math.ceil(s.n / 128) * Math.ceil(M / 64) >= t.x8MinGrid ? 128 : 64;
-      const tile = bn === 64 ? { BN64: 1, ...(t.kt2 ? { KT2: 1 } : {}) } : {};
+      const x64 = x8Group(w, "tiled") === 64;
+      const tile = { ...(bn === 64 ? { BN64: 1 } : {}), ...((bn === 64 && t.kt2) || x64 ? { KT2: 1 } : {}), ...(x64 ? { X64: 1 } : {}) };
       const { splits, kc } = splitsFor(s.n, K, a.splitK);
       if (splits > 1) {
         // Partials (splits, M, N) f32 into the scratch, then the sum in order with the epilogue.

@@ -84,11 +84,13 @@ for (const path of ["f16", "f32"] as const) {
         // wideN 4096: these small grids take 64-column tiles (BN64, 128 lanes); wideN 1 or x8MinGrid 0:
         // 128-column tiles; kt2: two 32-value sub-tiles per stage of the 64-column ones (K = 224, 2560, 384,
         // 320: odd and even sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which
-        // applies the epilogue (bias, add, act).
+        // applies the epilogue (bias, add, act); x64: x quantized per 64 values where K and the groups allow
+        // (K = 2560, 384, 320 here; the g32 shape keeps 32), against a reference that does the same.
         for (
           const t of [
             { wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 },
             { wideN: 4096, splitK: 2 }, { wideN: 4096, splitK: 3, kt2: false, x8MinGrid: 0 },
+            { wideN: 4096, x64: true }, { wideN: 1, x64: true, splitK: 2 },
           ]
         ) {
           const prev = setMatmulTuning({ tiled: t });
@@ -129,7 +131,8 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         const cases: Record<string, number | string>[] = [
           { w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 },
-          { w: "q4g64", K: 320, x8: 1, splitk: 2 }, { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 },
+          { w: "q4g64", K: 320, x8: 1, splitk: 2 }, { w: "q4g64", K: 320, x8: 1, x64: 1 }, { w: "q4g64", K: 320, x8: 1, x64: 1, N: 4100 },
+          { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 },
         ];
         for (const s of cases) {
           const i = matmulInputs(gpu, "tiled", { N: 70, ...s, M: 137 });

@@ -17,9 +17,31 @@ fn x8_group(a: vec4<f32>, b: vec4<f32>) -> X8Group {
   sm = sm + subgroupShuffleXor(sm, 1u);
   sm = sm + subgroupShuffleXor(sm, 2u);
   let inv = select(0.0, 127.0 / mx, mx > 0.0);
+  return X8Group(x8_words(a, b, inv), mx / 127.0, sm);
+}
+
+// The group's four words (see above) from this lane's 8 values scaled by inv.
+fn x8_words(a: vec4<f32>, b: vec4<f32>, inv: f32) -> vec4<u32> {
   let qa = vec4<i32>(clamp(round(a * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
   let qb = vec4<i32>(clamp(round(b * inv), vec4<f32>(-127.0), vec4<f32>(127.0)));
   let e = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
   let o = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
-  return X8Group(vec4<u32>(e, o, subgroupShuffleXor(e, 1u), subgroupShuffleXor(o, 1u)), mx / 127.0, sm);
+  return vec4<u32>(e, o, subgroupShuffleXor(e, 1u), subgroupShuffleXor(o, 1u));
+}
+
+// 64 values with one scale (matmul_tiled_x8.wgsl under X64): this lane's 8 values of each 32-value half
+// (a0, b0: values 0-31 of the group, a1, b1: 32-63); words of each half as x8_group gives them.
+struct X8Group64 { w0: vec4<u32>, w1: vec4<u32>, sx: f32, sum: f32 }
+
+fn x8_group64(a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>) -> X8Group64 {
+  let am = max(max(abs(a0), abs(b0)), max(abs(a1), abs(b1)));
+  var mx = max(max(am.x, am.y), max(am.z, am.w));
+  let sv = (a0 + b0) + (a1 + b1);
+  var sm = (sv.x + sv.y) + (sv.z + sv.w);
+  mx = max(mx, subgroupShuffleXor(mx, 1u));
+  mx = max(mx, subgroupShuffleXor(mx, 2u));
+  sm = sm + subgroupShuffleXor(sm, 1u);
+  sm = sm + subgroupShuffleXor(sm, 2u);
+  let inv = select(0.0, 127.0 / mx, mx > 0.0);
+  return X8Group64(x8_words(a0, b0, inv), x8_words(a1, b1, inv), mx / 127.0, sm);
 }

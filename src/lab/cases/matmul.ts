@@ -6,7 +6,7 @@
 import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
-import { matmul, setMatmulTuning, usesX8 } from "../../ops/matmul.ts";
+import { matmul, setMatmulTuning, usesX8, x8Group } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -41,8 +41,9 @@ export interface MatmulInputs extends CaseInputs {
   y0: Float64Array;
   /** Columns the reference computes (all when absent). */
   cols?: number[];
-  /** The kernel took int8 x (set when bound: it depends on the device, see `usesX8`). */
+  /** The kernel took int8 x (set when bound: it depends on the device, see `usesX8`), per x8Group values. */
   x8?: boolean;
+  x8Group?: number;
 }
 
 /** Reference work (multiply-adds) above which only a sample of columns is checked. */
@@ -116,9 +117,11 @@ export async function bindMatmul(
   // splitk > 0 sets the K-splits of narrow int8-x tiled matmuls (0: the engine's default); the scratch is
   // sized for all of the case's rows, as the engine sizes it for a step's capacity.
   const sk = Number(i.shape.splitk ?? 0);
-  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8, ...(sk > 0 ? { splitK: sk } : {}) } });
+  const x64 = i.shape.x64 === 1 ? { x64: true } : {};
+  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8, ...(sk > 0 ? { splitK: sk } : {}), ...x64 } });
   try {
     i.x8 = usesX8(gpu.info, { format: i.format, K: i.K, N: i.N }, i.mode);
+    i.x8Group = x8Group({ format: i.format, K: i.K }, i.mode);
     const rows = i.row0 + i.M;
     const splitK = { buffer: set.upload("splitk", new Float32Array(Math.max(sk, 4) * rows * i.N), { mutable: true }), rows };
     for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
@@ -145,7 +148,7 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
 }
 
 /** The format and epilogue switches both shapes start from (4-bit g64 with bf16 scales, plain output). */
-const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1, splitk: 0 };
+const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1, splitk: 0, x64: 0 };
 
 const KEYS = {
   M: "rows (decode rows for vec, a prefill chunk for tiled)",
@@ -162,6 +165,7 @@ const KEYS = {
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
   splitk: "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the engine's default)",
+  x64: "1: int8-x tiled matmuls quantize x per 64 values (X64; K and the weight groups multiples of 64)",
 };
 
 /**

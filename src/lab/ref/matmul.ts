@@ -28,6 +28,8 @@ export interface MatmulRef {
   cols?: number[];
   /** x is quantized to int8 per 32 values as lib/x8.wgsl does (4-bit weights, int8-x kernels). */
   x8?: boolean;
+  /** Values per x scale under x8 (default 32; 64: matmul_tiled_x8.wgsl under X64). */
+  x8Group?: number;
 }
 
 /** Round half to even (WGSL `round`). */
@@ -37,17 +39,17 @@ function roundEven(v: number): number {
 }
 
 /**
- * x as lib/x8.wgsl quantizes it: per 32 values sx = max|x| / 127 and q = round(x · 127 / max) in ±127.
- * Returns x̃ = sx·q and, per 32 values, Σx − Σx̃: the kernel adds bias·Σx (exact sums), so a weight
+ * x as lib/x8.wgsl quantizes it: per g values (32; 64 under X64) sx = max|x| / 127 and q = round(x · 127 / max)
+ * in ±127. Returns x̃ = sx·q and, per g values, Σx − Σx̃: the kernel adds bias·Σx (exact sums), so a weight
  * w = s·q_w + b contributes s·Σ q_w·x̃ + b·Σx = Σ w·x̃ + b·(Σx − Σx̃).
  */
-export function quantizeX8(x: Float64Array): { xt: Float64Array; corr: Float64Array } {
+export function quantizeX8(x: Float64Array, g = 32): { xt: Float64Array; corr: Float64Array } {
   const xt = new Float64Array(x.length);
-  const corr = new Float64Array(Math.ceil(x.length / 32));
+  const corr = new Float64Array(Math.ceil(x.length / g));
   for (let c = 0; c < corr.length; c++) {
     let mx = 0;
-    for (let k = c * 32; k < (c + 1) * 32; k++) mx = Math.max(mx, Math.abs(x[k]));
-    for (let k = c * 32; k < (c + 1) * 32; k++) {
+    for (let k = c * g; k < (c + 1) * g; k++) mx = Math.max(mx, Math.abs(x[k]));
+    for (let k = c * g; k < (c + 1) * g; k++) {
       const q = mx > 0 ? Math.min(127, Math.max(-127, roundEven((x[k] * 127) / mx))) : 0;
       xt[k] = (mx / 127) * q;
       corr[c] += x[k] - xt[k];
@@ -67,7 +69,8 @@ export function matmulRef(a: MatmulRef): Float64Array {
     }
   }
   const brow = new Float64Array(a.K);
-  const q8 = a.x8 ? Array.from({ length: a.M }, (_, m) => quantizeX8(a.x.subarray((a.row0 + m) * a.K, (a.row0 + m + 1) * a.K))) : [];
+  const g = a.x8Group ?? 32;
+  const q8 = a.x8 ? Array.from({ length: a.M }, (_, m) => quantizeX8(a.x.subarray((a.row0 + m) * a.K, (a.row0 + m + 1) * a.K), g)) : [];
   for (const n of cols) {
     const shard = a.shards.find((s) => n >= s.n0 && n < s.n0 + s.n)!;
     dequantRow(a.format, shard.packed, n - shard.n0, a.K, wrow);
@@ -78,7 +81,7 @@ export function matmulRef(a: MatmulRef): Float64Array {
       if (a.x8) {
         const { xt, corr } = q8[m];
         for (let k = 0; k < a.K; k++) acc += xt[k] * wrow[k];
-        for (let c = 0; c < corr.length; c++) acc += brow[c * 32] * corr[c];
+        for (let c = 0; c < corr.length; c++) acc += brow[c * g] * corr[c];
       } else {
         for (let k = 0; k < a.K; k++) acc += a.x[xb + k] * wrow[k];
       }
