@@ -165,17 +165,21 @@ for (const [name, N, K] of ATTN_ONLY ? [] : shapes) {
     if (M === 1) tokenSec += bestPer / 6 * (name === "lm_head" ? 1 : 36);
   }
   setMatmulTuning({ vec: { T: 0, U: 8, V: 2, PF: 2, R: 1, WG: 64, magic: true, probe: undefined }, x8: { on: true } });
-  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256 } });
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x64: false, x8MinGrid: 256 } });
   if (F32 || VEC_ONLY) continue;
   // The f32 tiled kernel's shapes, and matmul_tiled_x8.wgsl (int8 x, integer dot products).
-  const tiledCfgs = [[4, 1e9, false, false], [8, 1e9, false, false], [8, 0, false, false], [8, 1e9, true, false], [8, 0, true, false], [8, 1e9, true, true]] as const;
-  for (const M of [512, 2048]) for (const [TM, wideN, x8, kt2] of tiledCfgs) {
-    setMatmulTuning({ tiled: { TM, wideN, x8, kt2, x8MinGrid: wideN } });   // int8-x: wide = 0 forces 128 columns, 1e9 forces 64
-    const per = await time(`tiled ${name} ${N}x${K} M=${M} ${x8 ? `int8-x${kt2 ? " kt2" : ""}` : `TM=${TM}`} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
+  const tiledCfgs = [
+    [4, 1e9, false, false, false], [8, 1e9, false, false, false], [8, 0, false, false, false], [8, 1e9, true, false, false],
+    [8, 0, true, false, false], [8, 1e9, true, true, false], [8, 1e9, true, true, true], [8, 0, true, false, true],
+  ] as const;
+  for (const M of [512, 2048]) for (const [TM, wideN, x8, kt2, x64] of tiledCfgs) {
+    setMatmulTuning({ tiled: { TM, wideN, x8, kt2, x64, x8MinGrid: wideN } });   // int8-x: wide = 0 forces 128 columns, 1e9 forces 64
+    const label = x8 ? `int8-x${kt2 ? " kt2" : ""}${x64 ? " x64" : ""}` : `TM=${TM}`;
+    const per = await time(`tiled ${name} ${N}x${K} M=${M} ${label} wide=${wideN === 0}`, async (ctx) => { await matmul(ctx, { x, w: sets[0], y, M, out: "act", mode: "tiled" }); }, 10, bytes, 2 * N * K * M);
     const k = `tiled ${name} M=${M}`; const g = 2 * N * K * M / per / 1e9;
-    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `${x8 ? `int8-x${kt2 ? " kt2" : ""}` : `TM=${TM}`} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
+    if (!best[k] || g > parseFloat(best[k].split(" ").pop()!)) best[k] = `${label} wide=${wideN === 0} GFLOP/s ${g.toFixed(0)}`;
   }
-  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256 } });
+  setMatmulTuning({ tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x64: false, x8MinGrid: 256 } });
 }
 console.log(JSON.stringify(best, null, 1));
 console.log(`GEMV-only decode estimate for qwen3-4b (best configs): ${(1 / tokenSec).toFixed(0)} tok/s`);
