@@ -29,6 +29,8 @@ export interface GpuInfo {
   maxInvocations: number;
   uniformAlign: number;
   storageAlign: number;
+  /** WGSL has `dot4I8Packed` (language feature packed_4x8_integer_dot_product): the int8-x matmuls need it. */
+  int8Dot: boolean;
 }
 
 /** A device plus everything shared by all kernels on it: pipeline cache, memory ledger, feature defines. */
@@ -107,6 +109,7 @@ export class Gpu {
       maxInvocations: dl.maxComputeInvocationsPerWorkgroup,
       uniformAlign: dl.minUniformBufferOffsetAlignment,
       storageAlign: dl.minStorageBufferOffsetAlignment,
+      int8Dot: navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product") ?? false,
     };
     device.lost.then((l) => {
       if (l.reason !== "destroyed") console.error(`[flint] WebGPU device lost: ${l.message}`);

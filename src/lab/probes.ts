@@ -55,7 +55,7 @@ async function measure(gpu: Gpu): Promise<Ceilings> {
   }
   const f32 = await probeMatmul(gpu, { half: false });
   const f16 = gpu.info.f16 ? await probeMatmul(gpu, { half: true }) : null;
-  const i8 = gpu.info.subgroups && navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product")
+  const i8 = gpu.info.subgroups && gpu.info.int8Dot
     ? await probeMatmul(gpu, { half: false, int8: true })
     : null;
   return {

@@ -96,14 +96,15 @@ export function setMatmulTuning(
 /**
  * Whether matmuls of this weight in this mode take int8 x (vector: `lib/q4x8.wgsl`; tiled:
  * `matmul_tiled_x8.wgsl`). It depends on the weight, the mode and the device only, never on the rows, so a
- * row's bits are the same alone or in a batch. Needs a fixed subgroup size (shuffles within teams and
- * quantization groups) and, in vector mode, one row of int8 x in workgroup memory.
+ * row's bits are the same alone or in a batch. Needs `dot4I8Packed` (WGSL's packed_4x8_integer_dot_product),
+ * a fixed subgroup size (shuffles within teams and quantization groups) and, in vector mode, one row of int8
+ * x in workgroup memory. Elsewhere the f32-x kernels run.
  */
 export function usesX8(info: Gpu["info"], w: Pick<Linear, "format" | "K" | "N">, mode: "vec" | "tiled" = "vec"): boolean {
   const f = w.format;
   if (f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0 || w.N * w.K < tuning.x8.minWeights) return false;
   const sub = info.subgroupMinSize;
-  if (!info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
+  if (!info.int8Dot || !info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
   // The tiled kernel's workgroup memory is fixed (64 rows and 128 columns of one 32-value tile: 7 KiB).
   if (mode === "tiled") return tuning.tiled.x8;
   if (!tuning.x8.on || (w.K > tuning.x8.maxK && w.N < tuning.x8.wideN)) return false;

@@ -9,9 +9,9 @@
  * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
  * the f16 rounding of y).
  */
-import { describe, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { matmulTiledCase } from "../../src/lab/cases/matmul.ts";
-import { setMatmulTuning } from "../../src/ops/matmul.ts";
+import { setMatmulTuning, usesX8 } from "../../src/ops/matmul.ts";
 import { devices, expectBitwise, expectCase } from "../util/lab.ts";
 import { EPILOGUES, FORMATS, kFor, matmulInputs, yOf } from "../util/matmul.ts";
 
@@ -122,6 +122,18 @@ for (const path of ["f16", "f32"] as const) {
           }
           expectBitwise(ys[1], ys[0], `KT2 vs one sub-tile, ${JSON.stringify(s)}`);
           expectBitwise(ys[2], ys[0], `128 vs 64 columns, ${JSON.stringify(s)}`);
+        }
+      }),
+    );
+
+    test(
+      "int8 x only where the device has dot4I8Packed and one subgroup size (else the f32-x kernels)",
+      on(path, async (gpu) => {
+        const w = { format: { kind: "q" as const, bits: 4, groupSize: 64, scaleF16: false }, K: 4096, N: 4096 };
+        for (const mode of ["vec", "tiled"] as const) {
+          expect(usesX8(gpu.info, w, mode), `${mode} on this device`).toBe(gpu.info.int8Dot && gpu.info.subgroups);
+          expect(usesX8({ ...gpu.info, int8Dot: false }, w, mode), `${mode} without dot4I8Packed`).toBe(false);
+          expect(usesX8({ ...gpu.info, subgroupMaxSize: 2 * gpu.info.subgroupMinSize }, w, mode), `${mode}, varying subgroups`).toBe(false);
         }
       }),
     );
