@@ -142,9 +142,14 @@ export class StepGraph {
     await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
     if (P > 0) {
       await this.#prefillNorm(weight);
-      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled", splitK: { buffer: acts.splitk, rows: acts.cap.rows } });
+      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled", splitK: this.#splitK() });
       await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
     }
+  }
+
+  /** Split-K scratch of the prefill matmuls, sized for the step capacity (never the step's M). */
+  #splitK(): { buffer: GPUBuffer; rows: number } {
+    return { buffer: this.res.acts.splitk, rows: this.res.acts.cap.rows };
   }
 
   async #linear(src: ActName, g: LinearGroup, dst: ActName | "x", norm?: { weight: GPUBuffer; eps: number }): Promise<void> {
@@ -159,8 +164,7 @@ export class StepGraph {
         const xv = norm ? acts.x : x;
         await matmul(this.ctx, { x: xv, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff, norm });
       }
-      const splitK = { buffer: acts.splitk, rows: acts.cap.rows };
-      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff, splitK });
+      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff, splitK: this.#splitK() });
     }
   }
 

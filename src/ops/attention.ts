@@ -201,10 +201,6 @@ export function prefillTiles(hd: number, G: number, maxShared: number, S = Infin
   const L = hd / (4 * NV4);
   let WG = 256;
   while (WG > 64 && 2 * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((2 * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
-  return tilesFor(WG, hd, NV4, L, G, maxShared);
-}
-
-function tilesFor(WG: number, hd: number, NV4: number, L: number, G: number, maxShared: number) {
   const QV = WG / L;
   check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
   const rowBytes = (hd / 4 + Math.floor(hd / 32)) * 16;

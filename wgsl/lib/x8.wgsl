@@ -8,16 +8,24 @@
 struct X8Group { w: vec4<u32>, sx: f32, sum: f32 }
 
 fn x8_group(a: vec4<f32>, b: vec4<f32>) -> X8Group {
-  let am = max(abs(a), abs(b));
+  let ms = x8_max_sum(max(abs(a), abs(b)), a + b);
+  return X8Group(x8_words(a, b, x8_inv(ms.x)), ms.x / 127.0, ms.y);
+}
+
+// The group's max|x| and Σx over its 4 adjacent lanes, from this lane's elementwise max|x| and sums.
+fn x8_max_sum(am: vec4<f32>, sv: vec4<f32>) -> vec2<f32> {
   var mx = max(max(am.x, am.y), max(am.z, am.w));
-  let sv = a + b;
   var sm = (sv.x + sv.y) + (sv.z + sv.w);
   mx = max(mx, subgroupShuffleXor(mx, 1u));
   mx = max(mx, subgroupShuffleXor(mx, 2u));
   sm = sm + subgroupShuffleXor(sm, 1u);
   sm = sm + subgroupShuffleXor(sm, 2u);
-  let inv = select(0.0, 127.0 / mx, mx > 0.0);
-  return X8Group(x8_words(a, b, inv), mx / 127.0, sm);
+  return vec2<f32>(mx, sm);
+}
+
+// 127 / max|x| (0 for an all-zero group: its values quantize to 0).
+fn x8_inv(mx: f32) -> f32 {
+  return select(0.0, 127.0 / mx, mx > 0.0);
 }
 
 // The group's four words (see above) from this lane's 8 values scaled by inv.
@@ -34,14 +42,7 @@ fn x8_words(a: vec4<f32>, b: vec4<f32>, inv: f32) -> vec4<u32> {
 struct X8Group64 { w0: vec4<u32>, w1: vec4<u32>, sx: f32, sum: f32 }
 
 fn x8_group64(a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>) -> X8Group64 {
-  let am = max(max(abs(a0), abs(b0)), max(abs(a1), abs(b1)));
-  var mx = max(max(am.x, am.y), max(am.z, am.w));
-  let sv = (a0 + b0) + (a1 + b1);
-  var sm = (sv.x + sv.y) + (sv.z + sv.w);
-  mx = max(mx, subgroupShuffleXor(mx, 1u));
-  mx = max(mx, subgroupShuffleXor(mx, 2u));
-  sm = sm + subgroupShuffleXor(sm, 1u);
-  sm = sm + subgroupShuffleXor(sm, 2u);
-  let inv = select(0.0, 127.0 / mx, mx > 0.0);
-  return X8Group64(x8_words(a0, b0, inv), x8_words(a1, b1, inv), mx / 127.0, sm);
+  let ms = x8_max_sum(max(max(abs(a0), abs(b0)), max(abs(a1), abs(b1))), (a0 + b0) + (a1 + b1));
+  let inv = x8_inv(ms.x);
+  return X8Group64(x8_words(a0, b0, inv), x8_words(a1, b1, inv), ms.x / 127.0, ms.y);
 }

@@ -6,7 +6,7 @@
 import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
-import { matmul, setMatmulTuning, usesX8, x8Group } from "../../ops/matmul.ts";
+import { matmul, setMatmulTuning, splitKRows, usesX8, x8Group } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -115,7 +115,8 @@ export async function bindMatmul(
   // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernels. Both stay tested.
   const x8 = i.shape.x8 !== 0;
   // splitk > 0 sets the K-splits of narrow int8-x tiled matmuls (0: the engine's default); the scratch is
-  // sized for all of the case's rows, as the engine sizes it for a step's capacity.
+  // sized for all of the case's rows by the engine's rule (splitKRows), NaN-filled so an unwritten partial
+  // that were read would show.
   const sk = Number(i.shape.splitk ?? 0);
   const x64 = i.shape.x64 === 1 ? { x64: true } : {};
   const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8, ...(sk > 0 ? { splitK: sk } : {}), ...x64 } });
@@ -123,7 +124,8 @@ export async function bindMatmul(
     i.x8 = usesX8(gpu.info, { format: i.format, K: i.K, N: i.N }, i.mode);
     i.x8Group = x8Group({ format: i.format, K: i.K }, i.mode);
     const rows = i.row0 + i.M;
-    const splitK = { buffer: set.upload("splitk", new Float32Array(Math.max(sk, 4) * rows * i.N), { mutable: true }), rows };
+    const kRows = i.mode === "tiled" ? splitKRows(rows) : 0;
+    const splitK = kRows ? { buffer: set.scratch("splitk", kRows * i.N * 4), rows } : undefined;
     for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
       await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm, splitK });
     }
