@@ -6,7 +6,8 @@
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
  * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
  * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel), and `tiled`: the prefill matmul tuning
- * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl), and `pattn`: the prefill-attention tuning. With --prefill N
+ * (`{"tiled":{"x8":true}}`: matmul_tiled_x8.wgsl), `pattn`: the prefill-attention tuning, and `sched`: scheduler
+ * options (`{"sched":{"headStart":false}}`). With --prefill N
  * it measures prefill of an N-token prompt; --chunk sets the prefill chunk (the server's is 512).
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
@@ -26,6 +27,8 @@ type Config = Partial<MatmulTuning["vec"]> & {
   pattn?: Parameters<typeof setPrefillAttentionTuning>[0];
   x8?: Partial<MatmulTuning["x8"]>;
   tiled?: Partial<MatmulTuning["tiled"]>;
+  /** Scheduler options (`{"sched":{"headStart":false}}`). */
+  sched?: { headStart?: boolean };
 };
 const configs: Config[] = JSON.parse(f.configs ?? '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":1},{"U":8,"V":2,"PF":2}]');
 const depth = f.depth ?? 0;
@@ -45,14 +48,14 @@ const basePattn = setPrefillAttentionTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
-    const { attn, pattn, x8, tiled, ...vec } = c;
+    const { attn, pattn, x8, tiled, sched, ...vec } = c;
     setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 }, tiled: { ...base.tiled, ...tiled } });
     setDecodeAttentionTuning({ ...baseAttn, ...attn });
     setPrefillAttentionTuning({ ...basePattn, ...pattn });
     await engine.dropPlans();
     // --prefill N: prefill tok/s of an N-token prompt instead of decode at --depth.
     const e = await measureE2E(engine, {
-      prompts: f.prefill ? [f.prefill] : [], depths: f.prefill ? [] : [depth], decodeTokens: f.tokens ?? 128, runs: 1, warmup: 1, seed: 1,
+      headStart: sched?.headStart, prompts: f.prefill ? [f.prefill] : [], depths: f.prefill ? [] : [depth], decodeTokens: f.tokens ?? 128, runs: 1, warmup: 1, seed: 1,
     });
     const tps = f.prefill ? e.prefill[0].tps.value : e.decode[0].tps.value;
     results[i].push(tps);

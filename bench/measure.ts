@@ -73,6 +73,8 @@ export interface E2EOptions {
   runs: number;
   warmup: number;
   stepsPerSubmit?: number;
+  /** Scheduler option: a prefill on an idle GPU submits its first layers before encoding the rest (default on). */
+  headStart?: boolean;
   seed: number;
   /** Warm-up runs repeat the measured requests; by default they are cut to the same step layouts. */
   fullWarmup?: boolean;
@@ -127,7 +129,7 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
     reqs.set(len, { len, prefill: reqs.get(len)?.prefill ?? false, depth: d });
   }
   const order = [...reqs.values()].sort((a, b) => a.len - b.len);
-  const sched = new Scheduler(engine, { stepsPerSubmit: o.stepsPerSubmit });
+  const sched = new Scheduler(engine, { stepsPerSubmit: o.stepsPerSubmit, headStart: o.headStart });
   const events = new Map<number, { processed: number; total: number; t: number }[]>();
   sched.listeners.add((e: SchedulerEvent) => {
     if (e.type === "prefill") events.get(e.id)?.push({ processed: e.processed, total: e.total, t: performance.now() });

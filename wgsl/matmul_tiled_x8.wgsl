@@ -11,7 +11,8 @@
 // BN64 halves the tile for narrow matrices, whose 128-wide grid would fill the GPU only ~1.2 times (N = 2560
 // at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x instead of one.
 // K is walked in tiles of 32 values; the next tile's raw x and W words are fetched into registers while the
-// current one is multiplied.
+// current one is multiplied (NOPF: fetched and stored right before it instead: fewer live registers, so more
+// workgroups per SM hide the latency). Same float ops in the same order either way.
 // SPLITK (grid z = splits): workgroup z sums k in [z·kc, min((z+1)·kc, K)) only and writes that partial,
 // unscaled, to y = part (splits, M, N) f32 (host: OUT_F32, no BIAS, ldy = N, n_off = 0);
 // matmul_splitk.wgsl then adds the splits in order and applies the epilogue. Narrow matrices take it at
@@ -253,6 +254,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #ifdef KT2
   var f1: Fetch;
 #endif
+#ifdef NOPF
+  for (var k0 = kb; k0 < ke; k0 += 32u * KS) {
+    f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
+#ifdef KT2
+    if (k0 + 32u < ke) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
+#endif
+#ifdef X64
+    stage64(f0, f1, xr, xq, wc, wh);
+#else
+    stage(0u, f0, xr, xq, wc, wh);
+#ifdef KT2
+    if (k0 + 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
+#endif
+#endif
+    workgroupBarrier();
+#ifdef X64
+    mul64(&acc, tx, ty);
+#else
+    mul(&acc, 0u, tx, ty);
+#ifdef KT2
+    if (k0 + 32u < ke) { mul(&acc, 1u, tx, ty); }
+#endif
+#endif
+    workgroupBarrier();
+  }
+#else
   // Each stage: store the sub-tiles fetched the stage before, fetch the next ones, multiply the stored ones.
   for (var k0 = kb; k0 < ke + 32u * KS; k0 += 32u * KS) {
     if (k0 > kb) {
@@ -284,6 +311,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
+#endif
   let mb = m0 + ty * 4u;
   store_col(r0, mb, n0 + tx, acc.c0);
   store_col(r0, mb, n0 + tx + 1u * TX, acc.c1);

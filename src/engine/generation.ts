@@ -46,6 +46,8 @@ export type SchedulerEvent =
 export interface SchedulerOptions {
   /** Decode steps encoded into one submit (default 16). 1 gives the one-step-at-a-time loop. */
   stepsPerSubmit?: number;
+  /** A prefill on an idle GPU submits its first layers before encoding the rest (default true). */
+  headStart?: boolean;
 }
 
 /** A running request: stream its text with `chunks`, or await `result`. */

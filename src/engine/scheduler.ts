@@ -61,6 +61,7 @@ interface Group {
 export class Scheduler {
   readonly listeners = new Set<(e: SchedulerEvent) => void>();
   readonly stepsPerSubmit: number;
+  readonly headStart: boolean;
   #queue: Seq[] = [];
   #active: Seq[] = [];
   #pool: StagingBuffer[] = [];
@@ -72,6 +73,7 @@ export class Scheduler {
 
   constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
     this.stepsPerSubmit = opts.stepsPerSubmit ?? 16;
+    this.headStart = opts.headStart ?? true;
   }
 
   /** Sequences waiting for a slot, and running. */
@@ -139,7 +141,7 @@ export class Scheduler {
       try {
         this.#reap();
         this.#admit();
-        const next = await this.#build();
+        const next = await this.#build(!prev);
         if (prev) {
           prev.done = prev.staging.read(prev.bytes);
           mapped.push(prev);
@@ -192,8 +194,12 @@ export class Scheduler {
     }
   }
 
-  /** Encodes (without submitting) the next group, or returns null when there is nothing to run. */
-  async #build(): Promise<Group | null> {
+  /**
+   * Encodes (without submitting) the next group, or returns null when there is nothing to run. With the GPU
+   * `idle`, a prefill step's first layers are submitted at once and the rest encoded while they run (time to
+   * first token less the encode); with work in flight the encode already overlaps it.
+   */
+  async #build(idle: boolean): Promise<Group | null> {
     const eng = this.engine;
     let decoding: Seq[];
     let pre: Seq | undefined;
@@ -232,11 +238,19 @@ export class Scheduler {
     const plan = await eng.plan(layout);
     eng.writeRows(new Uint32Array(rows));
 
-    const enc = eng.gpu.device.createCommandEncoder({ label: "group" });
+    let enc = eng.gpu.device.createCommandEncoder({ label: "group" });
     const decodeLen = D ? Math.max(...decoding.map((s) => s.encPos + 1)) : 0;
     const shortest = D ? Math.min(...decoding.map((s) => s.encPos + 1)) : 0;
-    for (let i = 0; i < steps; i++) {
-      eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0), shortest + i);
+    if (pre && idle && this.headStart) {
+      const maxKv = Math.max(decodeLen, pre.prefilled + chunk);
+      eng.encodeStep(enc, plan, maxKv, shortest, "head");
+      eng.gpu.device.queue.submit([enc.finish()]);
+      enc = eng.gpu.device.createCommandEncoder({ label: "group" });
+      eng.encodeStep(enc, plan, maxKv, shortest, "tail");
+    } else {
+      for (let i = 0; i < steps; i++) {
+        eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0), shortest + i);
+      }
     }
     const ranges: Group["ranges"] = [];
     for (const s of decoding) {

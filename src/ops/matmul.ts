@@ -71,15 +71,18 @@ export interface MatmulTuning {
    * engines whose steps hold at most splitKMaxRows rows (the server's 512-row chunks; needs
    * `MatmulArgs.splitK`). H200, 512-row chunk: +5.6% prefill; 2048-row chunks: −0.8%, so those do not split.
    * x64: that kernel quantizes x per 64 values where K and the weight groups allow (X64: half the float work
-   * per output; tested, not yet measured, so off).
+   * per output; H200: −10% on a 512-token prompt, so off); pf / pfw (64- / 128-column tiles): the next tile
+   * fetched during the multiply, else (NOPF) right before it is stored (fewer live registers); kt2w: KT2 for
+   * the 128-column tiles too. H200: 128-column tiles with KT2 and NOPF +1.4% at 512 (2048-row engine), +4.1% at
+   * 4k; either alone, or NOPF on the 64-column ones, was slower (bench/NOTES.md #45).
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean; pf: boolean; pfw: boolean; kt2w: boolean };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024, x64: false },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024, x64: false, pf: true, pfw: false, kt2w: true },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -188,7 +191,10 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const t = tuning.tiled;
       const bn = s.n >= t.wideN || Math.ceil(s.n / 128) * Math.ceil(M / 64) >= t.x8MinGrid ? 128 : 64;
       const x64 = x8Group(w, "tiled") === 64;
-      const tile = { ...(bn === 64 ? { BN64: 1 } : {}), ...((bn === 64 && t.kt2) || x64 ? { KT2: 1 } : {}), ...(x64 ? { X64: 1 } : {}) };
+      const tile = {
+        ...(bn === 64 ? { BN64: 1 } : {}), ...((bn === 64 && t.kt2) || (bn === 128 && t.kt2w) || x64 ? { KT2: 1 } : {}), ...(x64 ? { X64: 1 } : {}),
+        ...((bn === 128 ? t.pfw : t.pf) ? {} : { NOPF: 1 }),
+      };
       const { splits, kc } = splitsFor(s.n, K, a.splitK);
       if (splits > 1) {
         // Partials (splits, M, N) f32 into the scratch, then the sum in order with the epilogue.

@@ -95,6 +95,20 @@ describe("the decode loop", () => {
     expect(many.text).toEqual(one.text);
   });
 
+  test("a prefill on an idle GPU submitted in two parts (headStart) gives the same ids as one submit", async () => {
+    const prompt = golden[1].prompt_ids;
+    const run = async (headStart: boolean) => {
+      const s = new Scheduler(engine, { stepsPerSubmit: 4, headStart });
+      const r = await s.submit({ prompt, maxTokens: 12 }).result;
+      await s.close();
+      return r;
+    };
+    const whole = await run(false);
+    const split = await run(true);
+    expect(whole.completionTokens).toBe(12);
+    expect(split.tokenIds).toEqual(whole.tokenIds);
+  });
+
   test("decoding past one attention split (KV > 256) agrees with the prefill path", async () => {
     // 300 prompt tokens: decode attention then spans two splits and merges them in attention_combine.
     const prompt = Array.from({ length: 300 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);

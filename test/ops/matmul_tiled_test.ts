@@ -85,12 +85,15 @@ for (const path of ["f16", "f32"] as const) {
         // 128-column tiles; kt2: two 32-value sub-tiles per stage of the 64-column ones (K = 224, 2560, 384,
         // 320: odd and even sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which
         // applies the epilogue (bias, add, act); x64: x quantized per 64 values where K and the groups allow
-        // (K = 2560, 384, 320 here; the g32 shape keeps 32), against a reference that does the same.
+        // (K = 2560, 384, 320 here; the g32 shape keeps 32), against a reference that does the same; pf false:
+        // each 64-column tile fetched right before it is stored (NOPF), with and without KT2, split-K and x64;
+        // 128-column tiles with and without KT2 (kt2w) and NOPF (pfw false).
         for (
           const t of [
             { wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 },
             { wideN: 4096, splitK: 2 }, { wideN: 4096, splitK: 3, kt2: false, x8MinGrid: 0 },
             { wideN: 4096, x64: true }, { wideN: 1, x64: true, splitK: 2 },
+            { wideN: 4096, pf: false }, { wideN: 1, pf: false, kt2: false }, { wideN: 4096, pf: false, splitK: 3 }, { wideN: 4096, pf: false, x64: true }, { wideN: 1, kt2w: false, pfw: true }, { wideN: 1, kt2w: true, pfw: true }, { wideN: 1, kt2w: false, pfw: false },
           ]
         ) {
           const prev = setMatmulTuning({ tiled: t });
@@ -110,7 +113,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const s of [{ K: 224, N: 70 }, { K: 320, N: 133 }]) {
           const i = matmulInputs(gpu, "tiled", { w: "q4g32", x8: 1, M: 67, ...s });
-          const shapes = [{ kt2: false }, { kt2: true }, { x8MinGrid: 0 }];
+          const shapes = [{ kt2: false }, { kt2: true }, { x8MinGrid: 0 }, { pf: false }, { pf: false, kt2: false, x8MinGrid: 0 }, { x8MinGrid: 0, kt2w: false, pfw: true }, { x8MinGrid: 0, kt2w: true, pfw: true }];
           const ys: Float64Array[] = [];
           for (const t of shapes) {
             const prev = setMatmulTuning({ tiled: { wideN: 4096, x8MinGrid: 1e9, ...t } });
