@@ -39,7 +39,12 @@ const baseAttn = setDecodeAttentionTuning({});
 setDecodeAttentionTuning({ split: Math.min(baseAttn.split, ...configs.map((c) => c.attn?.split ?? Infinity)) });
 // Split-K scratch likewise: sized for the most splits any config asks for.
 const baseMm = setMatmulTuning({});
-setMatmulTuning({ tiled: { splitK: Math.max(baseMm.tiled.splitK, ...configs.map((c) => c.tiled?.splitK ?? 1)) } });
+setMatmulTuning({
+  tiled: {
+    splitK: Math.max(baseMm.tiled.splitK, ...configs.map((c) => c.tiled?.splitK ?? 1)),
+    splitKMaxRows: Math.max(baseMm.tiled.splitKMaxRows, ...configs.map((c) => c.tiled?.splitKMaxRows ?? 0)),
+  },
+});
 const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024, prefillChunk: f.chunk });
 setDecodeAttentionTuning(baseAttn);
 setMatmulTuning(baseMm);

@@ -68,13 +68,14 @@ export interface MatmulTuning {
    * while that grid has ≥ x8MinGrid workgroups, else 64 (H200 at 512 rows: o_proj 379 → 313 µs); kt2: its
    * narrow tiles stage two 32-value sub-tiles per barrier pair (KT2; o_proj 313 → 296 µs); splitK: narrow
    * matrices (N < wideN) on that kernel sum K in this many parts, then matmul_splitk.wgsl adds them, in
-   * engines whose steps hold at most splitKMaxRows rows (the server's 512-row chunks; needs
-   * `MatmulArgs.splitK`). H200, 512-row chunk: +5.6% prefill; 2048-row chunks: −0.8%, so those do not split.
+   * engines whose steps hold at most splitKMaxRows rows (the scratch grows with them; needs
+   * `MatmulArgs.splitK`). H200, 512-token prompt: +5.6% in 512- and in 2048-row engines; 4k and 16k prompts
+   * ±0.2% in 2048-row ones since the tiles below (−0.8% before them).
    * x64: that kernel quantizes x per 64 values where K and the weight groups allow (X64: half the float work
    * per output; H200: −10% on a 512-token prompt, so off); pf / pfw (64- / 128-column tiles): the next tile
    * fetched during the multiply, else (NOPF) right before it is stored (fewer live registers); kt2w: KT2 for
-   * the 128-column tiles too. H200: 128-column tiles with KT2 and NOPF +1.4% at 512 (2048-row engine), +4.1% at
-   * 4k; either alone, or NOPF on the 64-column ones, was slower (bench/NOTES.md #45).
+   * the 128-column tiles too. H200: 128-column tiles with KT2 and NOPF +3.1% at 512 (2048-row engine), +3.4%
+   * (512-row), +4.1% at 4k; either alone, or NOPF on the 64-column ones, was slower (bench/NOTES.md #44).
    */
   tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean; pf: boolean; pfw: boolean; kt2w: boolean };
 }
@@ -82,7 +83,7 @@ export interface MatmulTuning {
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 1024, x64: false, pf: true, pfw: false, kt2w: true },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 4096, x64: false, pf: true, pfw: false, kt2w: true },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
