@@ -93,7 +93,9 @@ for (const path of ["f16", "f32"] as const) {
             { wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 },
             { wideN: 4096, splitK: 2 }, { wideN: 4096, splitK: 3, kt2: false, x8MinGrid: 0 },
             { wideN: 4096, x64: true }, { wideN: 1, x64: true, splitK: 2 },
-            { wideN: 4096, pf: false }, { wideN: 1, pf: false, kt2: false }, { wideN: 4096, pf: false, splitK: 3 }, { wideN: 4096, pf: false, x64: true }, { wideN: 1, kt2w: false, pfw: true }, { wideN: 1, kt2w: true, pfw: true }, { wideN: 1, kt2w: false, pfw: false },
+            { wideN: 4096, pf: false }, { wideN: 1, pf: false, kt2: false }, { wideN: 4096, pf: false, splitK: 3 },
+            { wideN: 4096, pf: false, x64: true }, { wideN: 1, kt2w: false, pfw: true }, { wideN: 1, kt2w: true, pfw: true },
+            { wideN: 1, kt2w: false, pfw: false },
           ]
         ) {
           const prev = setMatmulTuning({ tiled: t });
@@ -113,7 +115,12 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const s of [{ K: 224, N: 70 }, { K: 320, N: 133 }]) {
           const i = matmulInputs(gpu, "tiled", { w: "q4g32", x8: 1, M: 67, ...s });
-          const shapes = [{ kt2: false }, { kt2: true }, { x8MinGrid: 0 }, { pf: false }, { pf: false, kt2: false, x8MinGrid: 0 }, { x8MinGrid: 0, kt2w: false, pfw: true }, { x8MinGrid: 0, kt2w: true, pfw: true }];
+          // One sub-tile per stage first: the others must give its bits. 64-column tiles with two sub-tiles,
+          // 128-column ones (KT2 and NOPF by default), and the prefetch / sub-tile choices crossed.
+          const shapes = [
+            { kt2: false }, { kt2: true }, { x8MinGrid: 0 }, { pf: false }, { pf: false, kt2: false, x8MinGrid: 0 },
+            { x8MinGrid: 0, kt2w: false, pfw: true }, { x8MinGrid: 0, kt2w: true, pfw: true },
+          ];
           const ys: Float64Array[] = [];
           for (const t of shapes) {
             const prev = setMatmulTuning({ tiled: { wideN: 4096, x8MinGrid: 1e9, ...t } });
@@ -123,21 +130,23 @@ for (const path of ["f16", "f32"] as const) {
               setMatmulTuning(prev);
             }
           }
-          expectBitwise(ys[1], ys[0], `KT2 vs one sub-tile, ${JSON.stringify(s)}`);
-          expectBitwise(ys[2], ys[0], `128 vs 64 columns, ${JSON.stringify(s)}`);
+          for (let k = 1; k < shapes.length; k++) {
+            expectBitwise(ys[k], ys[0], `${JSON.stringify(shapes[k])} vs one sub-tile, ${JSON.stringify(s)}`);
+          }
         }
       }),
     );
 
     test(
       "int8 x only where the device has dot4I8Packed and one subgroup size (else the f32-x kernels)",
-      on(path, async (gpu) => {
+      on(path, (gpu) => {
         const w = { format: { kind: "q" as const, bits: 4, groupSize: 64, scaleF16: false }, K: 4096, N: 4096 };
         for (const mode of ["vec", "tiled"] as const) {
           expect(usesX8(gpu.info, w, mode), `${mode} on this device`).toBe(gpu.info.int8Dot && gpu.info.subgroups);
           expect(usesX8({ ...gpu.info, int8Dot: false }, w, mode), `${mode} without dot4I8Packed`).toBe(false);
           expect(usesX8({ ...gpu.info, subgroupMaxSize: 2 * gpu.info.subgroupMinSize }, w, mode), `${mode}, varying subgroups`).toBe(false);
         }
+        return Promise.resolve();
       }),
     );
 
