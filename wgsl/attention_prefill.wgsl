@@ -13,6 +13,9 @@
 // one vec4 per 8 so the L lanes of a group read distinct banks), then each lane group runs an online
 // softmax over the tile for both its vectors, two keys per step (one rescale per pair); dots are summed
 // over the group's L lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those end up in local memory).
+// PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
+// and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
+// same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
@@ -39,20 +42,38 @@ struct Params {
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
+#ifdef PACKED
+@group(0) @binding(4) var<storage, read> kv: array<vec4<u32>>;
+#else
 @group(0) @binding(4) var<storage, read> kv: array<act>;
+#endif
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
+#ifdef PACKED
+const PV: u32 = NV4 / 2u;               // packed vec4s (8 dims each) per lane
+override H8: u32 = HD / 8u;             // packed vec4s per head row
+override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
+var<workgroup> ks: array<vec4<u32>, BK * PRS>;
+var<workgroup> vs: array<vec4<u32>, BK * PRS>;
+// Padded position of packed vec4 d8 of tile row t.
+fn at(t: u32, d8: u32) -> u32 { return t * PRS + d8 + d8 / PV; }
+fn lo8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.x), unpack2x16float(k.y)); }
+fn hi8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.z), unpack2x16float(k.w)); }
+#else
 var<workgroup> ks: array<vec4<f32>, BK * RS>;
 var<workgroup> vs: array<vec4<f32>, BK * RS>;
+#endif
 #ifndef LANE_SUBGROUP
 var<workgroup> sm_dot: array<vec4<f32>, WG>;
 #endif
 
+#ifndef PACKED
 fn ld4(e: u32) -> vec4<f32> {
   return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
 }
 // Padded position of vec4 d4 of tile row t.
 fn at(t: u32, d4: u32) -> u32 { return t * RS + d4 + d4 / 8u; }
+#endif
 
 // A lane's slice of one head vector (4·NV4 dims).
 struct Hv { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
@@ -76,6 +97,35 @@ fn qload(o: u32, s: f32) -> Hv {
 
 // Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb
 // (a lane's 4·NV4 dims are contiguous in the padded row: vec4 b + i sits at row·RS + b + b/8 + i).
+#ifdef PACKED
+fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
+  var p = ks[kb];
+  var k = lo8(p);
+  var d = vec2<f32>(dot(qa.v0, k), dot(qb.v0, k));
+  k = hi8(p);
+  d += vec2<f32>(dot(qa.v1, k), dot(qb.v1, k));
+#if NV4GE4
+  p = ks[kb + 1u];
+  k = lo8(p);
+  d += vec2<f32>(dot(qa.v2, k), dot(qb.v2, k));
+  k = hi8(p);
+  d += vec2<f32>(dot(qa.v3, k), dot(qb.v3, k));
+#endif
+#if NV4GE8
+  p = ks[kb + 2u];
+  k = lo8(p);
+  d += vec2<f32>(dot(qa.v4, k), dot(qb.v4, k));
+  k = hi8(p);
+  d += vec2<f32>(dot(qa.v5, k), dot(qb.v5, k));
+  p = ks[kb + 3u];
+  k = lo8(p);
+  d += vec2<f32>(dot(qa.v6, k), dot(qb.v6, k));
+  k = hi8(p);
+  d += vec2<f32>(dot(qa.v7, k), dot(qb.v7, k));
+#endif
+  return d;
+}
+#else
 fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
   var k = ks[kb];
   var d = vec2<f32>(dot(qa.v0, k), dot(qb.v0, k));
@@ -99,6 +149,7 @@ fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
 #endif
   return d;
 }
+#endif
 
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
@@ -113,6 +164,64 @@ fn weights(m: f32, da: f32, db: f32) -> vec4<f32> {
 
 // Adds two keys (V rows at padded indices ra, rb) to both query vectors' states; each V value is read from
 // workgroup memory once for both.
+#ifdef PACKED
+fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
+  var r: Pair;
+  r.a.m = wa.x;
+  r.b.m = wb.x;
+  r.a.l = s.a.l * wa.y + wa.z + wa.w;
+  r.b.l = s.b.l * wb.y + wb.z + wb.w;
+  var pv: vec4<u32>;
+  var pu: vec4<u32>;
+  var v: vec4<f32>;
+  var u: vec4<f32>;
+  pv = vs[ra + 0u];
+  pu = vs[rb + 0u];
+  v = lo8(pv);
+  u = lo8(pu);
+  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v + wb.w * u;
+  v = hi8(pv);
+  u = hi8(pu);
+  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v + wb.w * u;
+#if NV4GE4
+  pv = vs[ra + 1u];
+  pu = vs[rb + 1u];
+  v = lo8(pv);
+  u = lo8(pu);
+  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v + wb.w * u;
+  v = hi8(pv);
+  u = hi8(pu);
+  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v + wb.w * u;
+#endif
+#if NV4GE8
+  pv = vs[ra + 2u];
+  pu = vs[rb + 2u];
+  v = lo8(pv);
+  u = lo8(pu);
+  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v + wb.w * u;
+  v = hi8(pv);
+  u = hi8(pu);
+  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v + wb.w * u;
+  pv = vs[ra + 3u];
+  pu = vs[rb + 3u];
+  v = lo8(pv);
+  u = lo8(pu);
+  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v + wb.w * u;
+  v = hi8(pv);
+  u = hi8(pu);
+  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v + wa.w * u;
+  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v + wb.w * u;
+#endif
+  return r;
+}
+#else
 fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
   var r: Pair;
   r.a.m = wa.x;
@@ -159,6 +268,7 @@ fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
 #endif
   return r;
 }
+#endif
 
 fn emit(row: u32, qh: u32, b: u32, s: Soft) {
   let ob = row * params.nq * HD + qh * HD + b * 4u;
@@ -188,7 +298,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let grp = lid / L;
   let lane = lid % L;
   let b = lane * NV4;              // first vec4 of this lane's dims
+#ifdef PACKED
+  let off = lane * (PV + 1u);      // its padded offset in a tile row
+#else
   let off = b + lane;              // its padded offset in a tile row (b + b/8)
+#endif
   let va = grp;
   let vb = grp + QV;
   let ia = min(va / G, nqb - 1u);
@@ -207,6 +321,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   st.b.m = -3.0e38;
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
+#ifdef PACKED
+    for (var e = lid; e < BK * H8; e += WG) {
+      let t = e / H8;
+      let d8 = e % H8;
+      let j = kt + min(t, nk - 1u);
+      let base = (pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD) / 8u + d8;
+      ks[at(t, d8)] = kv[base];
+      vs[at(t, d8)] = kv[base + nkv * ps * HD / 8u];
+    }
+#else
     for (var e = lid; e < BK * H4; e += WG) {
       let t = e / H4;
       let d4 = e % H4;
@@ -215,11 +339,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ks[at(t, d4)] = ld4(base);
       vs[at(t, d4)] = ld4(base + nkv * ps * HD);
     }
+#endif
     workgroupBarrier();
     for (var t = 0u; t < nk; t += 2u) {
       let tb = min(t + 1u, nk - 1u);
+#ifdef PACKED
+      let ra = t * PRS + off;
+      let rb = tb * PRS + off;
+#else
       let ra = t * RS + off;
       let rb = tb * RS + off;
+#endif
       let d1 = kdot2(qa, qb, ra);
       let d2 = kdot2(qa, qb, rb);
       var d = vec4<f32>(d1, d2);   // (qa·k_t, qb·k_t, qa·k_tb, qb·k_tb)

@@ -158,13 +158,17 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd % 8 === 0 && a.hd <= 256 && 256 % (a.hd / 8) === 0, "attentionPrefill", `head_dim ${a.hd} (8·2^k up to 256)`);
-  const t = prefillTiles(a.hd, G, ctx.gpu.info.maxWorkgroupStorage, a.S, a.nkv);
   const info = ctx.gpu.info;
+  const packed = prefillTuning.packed && info.f16;
+  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, packed);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= t.L;
   await record(ctx, {
     file: "attention_prefill.wgsl",
-    defines: { ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}) },
+    defines: {
+      ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}),
+      ...(packed ? { PACKED: 1 } : {}),
+    },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG },
   }, {
     buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out },
@@ -176,11 +180,13 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
 }
 
 /**
- * Prefill attention: the least number of workgroups a segment's grid should have; short segments take
- * smaller workgroups until their grid reaches it. Off (0): on the H200 a 512-token prompt's 128 workgroups of
- * 256 lanes beat 256 of 128 (attention 9.9 vs 12.2 ms; bench/NOTES.md #34).
+ * Prefill attention: `minGrid`, the least number of workgroups a segment's grid should have; short segments
+ * take smaller workgroups until their grid reaches it. Off (0): on the H200 a 512-token prompt's 128
+ * workgroups of 256 lanes beat 256 of 128 (attention 9.9 vs 12.2 ms; bench/NOTES.md #34). `packed`: an f16
+ * cache's K/V tiles stay f16 in workgroup memory (PACKED; same bits), which lets `bk`, the keys per tile at
+ * most, reach 64 (H200: packed with 32-key tiles −5%, with 64-key tiles +0–2%; #48).
  */
-const prefillTuning = { minGrid: 0 };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64 };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
@@ -192,20 +198,22 @@ export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typ
 /**
  * Tile shape of prefill attention: WG lanes (256, or 128 / 64 while a segment of S rows would have fewer
  * than `minGrid` workgroups) in groups of L = hd/(4·NV4) (two query vectors per group, up to 32 dims per
- * lane), BQ positions × G heads per workgroup, and the largest key tile whose f32 K and V (rows padded by
- * one vec4 per 8) fit in workgroup memory. A query vector's arithmetic depends on L and BK only, never on
- * WG or BQ (masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not depend on S.
+ * lane), BQ positions × G heads per workgroup, and the largest key tile (up to `bk` keys) whose K and V fit
+ * in workgroup memory: f32 rows padded by one vec4 per 8, or (packed) f16 rows padded by one vec4 per lane.
+ * A query vector's arithmetic depends on L only, never on WG, BQ or BK (keys are paired from even positions
+ * in every tile, and masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not
+ * depend on S.
  */
-export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1) {
+export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, packed = false) {
   const NV4 = Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
   let WG = 256;
   while (WG > 64 && 2 * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((2 * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
   const QV = WG / L;
   check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
-  const rowBytes = (hd / 4 + Math.floor(hd / 32)) * 16;
-  // BK must not depend on WG (it fixes the key order): sized for the largest workgroup.
-  let BK = 32;
+  const rowBytes = packed ? (hd / 8 + hd / 8 / (NV4 / 2)) * 16 : (hd / 4 + Math.floor(hd / 32)) * 16;
+  // Sized for the largest workgroup (its reduction slots without subgroups).
+  let BK = prefillTuning.bk;
   while (BK > 4 && 2 * BK * rowBytes + 256 * 16 > maxShared) BK /= 2;
   return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
 }

@@ -10,7 +10,8 @@
  *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`);
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
- *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits.
+ *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
+ *    kept packed and other key-tile sizes.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16).
  */
 import { afterAll, beforeAll, describe, test } from "vitest";
@@ -153,6 +154,26 @@ for (const path of ["f16", "f32"] as const) {
             return outputsOf(gpu, attentionPrefillCase, shape, 3);
           });
           expectBitwise(small.out, big.out, `prefill ${JSON.stringify(shape)}: 64 vs 256 lanes`);
+        }
+      }),
+    );
+    test(
+      "prefill: f16 tiles kept packed (PACKED) and 64-key tiles give the f32 32-key tiles' bits; head dims 128, 64, 16, 8",
+      on(path, async (gpu) => {
+        for (
+          const shape of [
+            { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+            { S: 40, p0: 90, nq: 4, nkv: 4, hd: 16, ps: 16, row0: 0 }, { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
+          ]
+        ) {
+          const base = await withPrefillTuning({ packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
+          for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: false, bk: 16 }]) {
+            const got = await withPrefillTuning(t, async () => {
+              await expectCase(gpu, attentionPrefillCase, shape, 12);
+              return outputsOf(gpu, attentionPrefillCase, shape, 12);
+            });
+            expectBitwise(got.out, base.out, `prefill ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
+          }
         }
       }),
     );
