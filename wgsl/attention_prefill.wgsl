@@ -95,61 +95,37 @@ fn qload(o: u32, s: f32) -> Hv {
   return h;
 }
 
-// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb
-// (a lane's 4·NV4 dims are contiguous in the padded row: vec4 b + i sits at row·RS + b + b/8 + i).
+// Dims 8j .. 8j+7 of this lane's slice of the K (V) tile row starting at padded index b, as f32: two vec4s
+// of the f32 tile, or one packed vec4 unpacked (each word read once).
+struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef PACKED
-fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
-  var p = ks[kb];
-  var k = lo8(p);
-  var d = vec2<f32>(dot(qa.v0, k), dot(qb.v0, k));
-  k = hi8(p);
-  d += vec2<f32>(dot(qa.v1, k), dot(qb.v1, k));
-#if NV4GE4
-  p = ks[kb + 1u];
-  k = lo8(p);
-  d += vec2<f32>(dot(qa.v2, k), dot(qb.v2, k));
-  k = hi8(p);
-  d += vec2<f32>(dot(qa.v3, k), dot(qb.v3, k));
-#endif
-#if NV4GE8
-  p = ks[kb + 2u];
-  k = lo8(p);
-  d += vec2<f32>(dot(qa.v4, k), dot(qb.v4, k));
-  k = hi8(p);
-  d += vec2<f32>(dot(qa.v5, k), dot(qb.v5, k));
-  p = ks[kb + 3u];
-  k = lo8(p);
-  d += vec2<f32>(dot(qa.v6, k), dot(qb.v6, k));
-  k = hi8(p);
-  d += vec2<f32>(dot(qa.v7, k), dot(qb.v7, k));
-#endif
-  return d;
-}
+fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
+fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
 #else
+fn krow(b: u32, j: u32) -> Two { return Two(ks[b + 2u * j], ks[b + 2u * j + 1u]); }
+fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
+#endif
+
+// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb.
 fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
-  var k = ks[kb];
-  var d = vec2<f32>(dot(qa.v0, k), dot(qb.v0, k));
-  k = ks[kb + 1u];
-  d += vec2<f32>(dot(qa.v1, k), dot(qb.v1, k));
+  var k = krow(kb, 0u);
+  var d = vec2<f32>(dot(qa.v0, k.a), dot(qb.v0, k.a));
+  d += vec2<f32>(dot(qa.v1, k.b), dot(qb.v1, k.b));
 #if NV4GE4
-  k = ks[kb + 2u];
-  d += vec2<f32>(dot(qa.v2, k), dot(qb.v2, k));
-  k = ks[kb + 3u];
-  d += vec2<f32>(dot(qa.v3, k), dot(qb.v3, k));
+  k = krow(kb, 1u);
+  d += vec2<f32>(dot(qa.v2, k.a), dot(qb.v2, k.a));
+  d += vec2<f32>(dot(qa.v3, k.b), dot(qb.v3, k.b));
 #endif
 #if NV4GE8
-  k = ks[kb + 4u];
-  d += vec2<f32>(dot(qa.v4, k), dot(qb.v4, k));
-  k = ks[kb + 5u];
-  d += vec2<f32>(dot(qa.v5, k), dot(qb.v5, k));
-  k = ks[kb + 6u];
-  d += vec2<f32>(dot(qa.v6, k), dot(qb.v6, k));
-  k = ks[kb + 7u];
-  d += vec2<f32>(dot(qa.v7, k), dot(qb.v7, k));
+  k = krow(kb, 2u);
+  d += vec2<f32>(dot(qa.v4, k.a), dot(qb.v4, k.a));
+  d += vec2<f32>(dot(qa.v5, k.b), dot(qb.v5, k.b));
+  k = krow(kb, 3u);
+  d += vec2<f32>(dot(qa.v6, k.a), dot(qb.v6, k.a));
+  d += vec2<f32>(dot(qa.v7, k.b), dot(qb.v7, k.b));
 #endif
   return d;
 }
-#endif
 
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
@@ -164,111 +140,42 @@ fn weights(m: f32, da: f32, db: f32) -> vec4<f32> {
 
 // Adds two keys (V rows at padded indices ra, rb) to both query vectors' states; each V value is read from
 // workgroup memory once for both.
-#ifdef PACKED
 fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
   var r: Pair;
   r.a.m = wa.x;
   r.b.m = wb.x;
   r.a.l = s.a.l * wa.y + wa.z + wa.w;
   r.b.l = s.b.l * wb.y + wb.z + wb.w;
-  var pv: vec4<u32>;
-  var pu: vec4<u32>;
-  var v: vec4<f32>;
-  var u: vec4<f32>;
-  pv = vs[ra + 0u];
-  pu = vs[rb + 0u];
-  v = lo8(pv);
-  u = lo8(pu);
-  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v + wb.w * u;
-  v = hi8(pv);
-  u = hi8(pu);
-  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v + wb.w * u;
+  var v = vrow(ra, 0u);
+  var u = vrow(rb, 0u);
+  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v.a + wa.w * u.a;
+  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v.a + wb.w * u.a;
+  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v.b + wa.w * u.b;
+  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v.b + wb.w * u.b;
 #if NV4GE4
-  pv = vs[ra + 1u];
-  pu = vs[rb + 1u];
-  v = lo8(pv);
-  u = lo8(pu);
-  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v + wb.w * u;
-  v = hi8(pv);
-  u = hi8(pu);
-  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v + wb.w * u;
+  v = vrow(ra, 1u);
+  u = vrow(rb, 1u);
+  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v.a + wa.w * u.a;
+  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v.a + wb.w * u.a;
+  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v.b + wa.w * u.b;
+  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v.b + wb.w * u.b;
 #endif
 #if NV4GE8
-  pv = vs[ra + 2u];
-  pu = vs[rb + 2u];
-  v = lo8(pv);
-  u = lo8(pu);
-  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v + wb.w * u;
-  v = hi8(pv);
-  u = hi8(pu);
-  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v + wb.w * u;
-  pv = vs[ra + 3u];
-  pu = vs[rb + 3u];
-  v = lo8(pv);
-  u = lo8(pu);
-  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v + wb.w * u;
-  v = hi8(pv);
-  u = hi8(pu);
-  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v + wb.w * u;
+  v = vrow(ra, 2u);
+  u = vrow(rb, 2u);
+  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v.a + wa.w * u.a;
+  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v.a + wb.w * u.a;
+  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v.b + wa.w * u.b;
+  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v.b + wb.w * u.b;
+  v = vrow(ra, 3u);
+  u = vrow(rb, 3u);
+  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v.a + wa.w * u.a;
+  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v.a + wb.w * u.a;
+  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v.b + wa.w * u.b;
+  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v.b + wb.w * u.b;
 #endif
   return r;
 }
-#else
-fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
-  var r: Pair;
-  r.a.m = wa.x;
-  r.b.m = wb.x;
-  r.a.l = s.a.l * wa.y + wa.z + wa.w;
-  r.b.l = s.b.l * wb.y + wb.z + wb.w;
-  var v: vec4<f32>;
-  var u: vec4<f32>;
-  v = vs[ra + 0u];
-  u = vs[rb + 0u];
-  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v + wb.w * u;
-  v = vs[ra + 1u];
-  u = vs[rb + 1u];
-  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v + wb.w * u;
-#if NV4GE4
-  v = vs[ra + 2u];
-  u = vs[rb + 2u];
-  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v + wb.w * u;
-  v = vs[ra + 3u];
-  u = vs[rb + 3u];
-  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v + wb.w * u;
-#endif
-#if NV4GE8
-  v = vs[ra + 4u];
-  u = vs[rb + 4u];
-  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v + wb.w * u;
-  v = vs[ra + 5u];
-  u = vs[rb + 5u];
-  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v + wb.w * u;
-  v = vs[ra + 6u];
-  u = vs[rb + 6u];
-  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v + wb.w * u;
-  v = vs[ra + 7u];
-  u = vs[rb + 7u];
-  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v + wa.w * u;
-  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v + wb.w * u;
-#endif
-  return r;
-}
-#endif
 
 fn emit(row: u32, qh: u32, b: u32, s: Soft) {
   let ob = row * params.nq * HD + qh * HD + b * 4u;
