@@ -19,10 +19,12 @@ import { type Activations, allocActivations, type Dims } from "./resources.ts";
 import { Slots } from "./slots.ts";
 import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
 
-
-/** Share of a step's dispatches submitted ahead (`encodeStep` part "head"): a few layers, whose GPU time far
- * exceeds the CPU time to encode the rest. */
+/**
+ * Share of a step's dispatches submitted ahead (`encodeStep` part "head"): a few layers, whose GPU time far
+ * exceeds the CPU time to encode the rest.
+ */
 const HEAD_SHARE = 1 / 8;
+
 export interface EngineOptions {
   gpu?: Gpu;
   gpuOptions?: GpuOptions;
