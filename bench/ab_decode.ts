@@ -48,13 +48,12 @@ setMatmulTuning({
 const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024, prefillChunk: f.chunk });
 setDecodeAttentionTuning(baseAttn);
 setMatmulTuning(baseMm);
-const base = setMatmulTuning({});
 const basePattn = setPrefillAttentionTuning({});
 const results: number[][] = configs.map(() => []);
 for (let r = 0; r < rounds; r++) {
   for (const [i, c] of configs.entries()) {
     const { attn, pattn, x8, tiled, sched, ...vec } = c;
-    setMatmulTuning({ vec: { ...base.vec, ...vec }, x8: { ...base.x8, ...x8 }, tiled: { ...base.tiled, ...tiled } });
+    setMatmulTuning({ vec: { ...baseMm.vec, ...vec }, x8: { ...baseMm.x8, ...x8 }, tiled: { ...baseMm.tiled, ...tiled } });
     setDecodeAttentionTuning({ ...baseAttn, ...attn });
     setPrefillAttentionTuning({ ...basePattn, ...pattn });
     await engine.dropPlans();
