@@ -2,7 +2,7 @@
  * A/B of decode-kernel shapes end to end: loads one model once, then measures batch-1 decode tok/s under
  * each matmul tuning in turn, interleaved (A B C A B C ...) so drift in the GPU's clocks hits all alike.
  *   deno run -A bench/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N | --prefill N] [--chunk N] [--rounds N]
- *     [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
+ *     [--kv-cache act|q8] [--configs '[{"U":4,"V":2,"PF":1},{"U":8,"V":2,"PF":2},{"attn":{"ropeMaxKv":0}}]']
  * A config is a partial vector-matmul tuning (src/ops/matmul.ts), plus `attn`: a partial decode-attention
  * tuning (src/ops/attention.ts; `ropeMaxKv: 0` takes RoPE out of decode attention again), and `x8`: the
  * int8-x matmul tuning (`{"x8":{"on":false}}` is the f32-x kernel), and `tiled`: the prefill matmul tuning
@@ -12,7 +12,7 @@
  * Prints one line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
-import { parseFlags } from "../src/cli/args.ts";
+import { kvCacheFlag, parseFlags } from "../src/cli/args.ts";
 import { type MatmulTuning, setMatmulTuning } from "../src/ops/matmul.ts";
 import { setDecodeAttentionTuning, setPrefillAttentionTuning } from "../src/ops/attention.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
@@ -20,7 +20,7 @@ import { loadModel, measureE2E } from "./measure.ts";
 
 const f = parseFlags(Deno.args, {
   synthetic: "string", model: "string", depth: "number", rounds: "number", configs: "string", tokens: "number", json: "string",
-  prefill: "number", chunk: "number",
+  prefill: "number", chunk: "number", "kv-cache": "string",
 } as const);
 type Config = Partial<MatmulTuning["vec"]> & {
   attn?: Parameters<typeof setDecodeAttentionTuning>[0];
@@ -45,7 +45,7 @@ setMatmulTuning({
     splitKMaxRows: Math.max(baseMm.tiled.splitKMaxRows, ...configs.map((c) => c.tiled?.splitKMaxRows ?? 0)),
   },
 });
-const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024, prefillChunk: f.chunk });
+const { engine } = await loadModel(spec, { contextWindow: Math.max(depth, f.prefill ?? 0) + 1024, prefillChunk: f.chunk, kvCache: kvCacheFlag(f["kv-cache"]) });
 setDecodeAttentionTuning(baseAttn);
 setMatmulTuning(baseMm);
 const basePattn = setPrefillAttentionTuning({});

@@ -7,14 +7,15 @@
  *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
  *   --prompts 512,4096,16384  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
- *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N
+ *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
  *   --out DIR (default bench/results/)  --name LABEL  --json FILE  --quick (tiny sizes, for software GPUs)
  * Progress goes to stderr, the table to stdout.
  * @module
  */
-import { parseFlags, runCli } from "../src/cli/args.ts";
+import { kvCacheFlag, parseFlags, runCli } from "../src/cli/args.ts";
+import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { ValidationError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
 import { syntheticConfig, syntheticShape } from "../src/loader/synthetic.ts";
@@ -30,7 +31,7 @@ const SPEC = {
   synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
   warmup: "number", "full-warmup": "boolean", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
   baseline: "string", python: "string", "baseline-args": "string", skip: "string", "target-ms": "number",
-  out: "string", name: "string", json: "string", quick: "boolean", help: "boolean",
+  out: "string", name: "string", json: "string", quick: "boolean", help: "boolean", "kv-cache": "string",
 } as const;
 
 const log = (s: string) => console.error(s);
@@ -56,6 +57,7 @@ export async function main(argv: string[]): Promise<number> {
   const runs = f.runs ?? (q ? 1 : 3);
   const warmup = f.warmup ?? 1;
   const prefillChunk = f["prefill-chunk"] ?? (q ? 16 : undefined);
+  const kvCache = kvCacheFlag(f["kv-cache"]);
   const skip = new Set((f.skip ?? "").split(",").filter(Boolean));
   const targetMs = f["target-ms"] ?? (q ? 10 : 100);
   if (f.baseline !== undefined && f.baseline !== "torch") throw new ValidationError(`--baseline: only "torch" is known`, "baseline");
@@ -90,7 +92,7 @@ export async function main(argv: string[]): Promise<number> {
     },
     settings: {
       prompts: prompts.join("/"), depths: depths.join("/"), "decode tokens": decodeTokens, runs, "warm-up runs": warmup,
-      ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}), ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
+      ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}), ...(kvCache ? { "kv cache": kvCache } : {}), ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
     },
     ceilings: null,
     models: [],
@@ -113,7 +115,7 @@ export async function main(argv: string[]): Promise<number> {
   for (const spec of specs) {
     try {
       result.models.push(await benchModel(spec, {
-        prompts, depths, decodeTokens, runs, warmup, prefillChunk, f32: !!f.f32, seed: f.seed ?? 1,
+        prompts, depths, decodeTokens, runs, warmup, prefillChunk, kvCache, f32: !!f.f32, seed: f.seed ?? 1,
         stepsPerSubmit: f["steps-per-submit"], fullWarmup: !!f["full-warmup"], ceil, kernels: !skip.has("kernels"), targetMs,
         baseline: f.baseline === "torch"
           ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
@@ -137,6 +139,7 @@ interface ModelRunOptions {
   runs: number;
   warmup: number;
   prefillChunk?: number;
+  kvCache?: KvCacheType;
   f32: boolean;
   seed: number;
   stepsPerSubmit?: number;
@@ -152,7 +155,7 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
   const maxDepth = Math.max(1, ...o.depths);
   const ctx = Math.ceil(Math.max(...o.prompts, maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
   log(`[bench] ${spec.label}: loading (context window ${ctx})`);
-  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, f32: o.f32, seed: o.seed });
+  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, kvCache: o.kvCache, f32: o.f32, seed: o.seed });
   log(`  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${(engine.info.weightBytes / 2 ** 30).toFixed(2)} GiB`);
   let res: ModelResult;
   try {

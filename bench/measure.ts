@@ -5,6 +5,7 @@
  * @module
  */
 import { Engine } from "../src/engine/engine.ts";
+import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { Scheduler, type SchedulerEvent } from "../src/engine/scheduler.ts";
 import { SyntheticModelSource } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
@@ -23,6 +24,8 @@ export interface LoadOptions {
   prefillChunk?: number;
   f32?: boolean;
   seed?: number;
+  /** KV cache element type (default the engine's, act). */
+  kvCache?: KvCacheType;
 }
 
 export interface Loaded {
@@ -40,6 +43,7 @@ export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
     gpuOptions: { f16: !o.f32 },
+    kvCache: o.kvCache,
     warmup: false,
   };
   let engine: Engine;

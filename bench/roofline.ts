@@ -64,10 +64,9 @@ export function modelCost(engine: Engine): ModelCost {
       bytes += b;
     }
   }
-  const ab = engine.gpu.info.f16 ? 2 : 4;
   return {
     linearParams: params, linearBytes: bytes, headParams, headBytes, x8Params: x8,
-    kvBytesPerToken: d.layers * 2 * d.nkv * d.hd * ab, layers: d.layers, nq: d.nq, hd: d.hd,
+    kvBytesPerToken: d.layers * engine.kv.bytesPerPage / engine.kv.shape.pageSize, layers: d.layers, nq: d.nq, hd: d.hd,
   };
 }
 

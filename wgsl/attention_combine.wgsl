@@ -18,12 +18,15 @@ struct Params {
   row0: u32,       // first step row handled
   nq: u32,         // query heads
   max_split: u32,  // split capacity of opart/ml
+  long_len: u32,   // as attention_decode.wgsl's: rows with more keys took 2·SPLIT keys per split
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> opart: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> ml: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
+
+#include "lib/decode_split.wgsl"
 
 var<workgroup> sm_ml: array<vec2<f32>, WG>;
 var<workgroup> sm_o: array<vec4<f32>, WG>;
@@ -32,7 +35,8 @@ var<workgroup> sm_o: array<vec4<f32>, WG>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wid.x;
   let qh = wid.y;
-  let nsplit = (rows[r].pos + SPLIT) / SPLIT;  // ceil((pos + 1) / SPLIT)
+  let len = rows[r].pos + 1u;
+  let nsplit = (len + split_of(len) - 1u) / split_of(len);
   if (nsplit <= 1u) { return; }                 // attention_decode wrote this row itself
   let base = (r * params.nq + qh) * params.max_split;
   let grp = lid / D4;

@@ -12,6 +12,7 @@
 //            inv_freq (rot/2) f32, qn/kn (hd) f32   (ROPE, QK_NORM)
 //            pages (slots, max_pages) u32
 //            kv    (pages, 2, nkv, ps, hd) act, read 8 values per load
+//                  KV8: the same layout as q8 codes (8 per load), kvs (pages, 2, nkv, ps, hd/QB) f32 scales
 //            opart (R, nq, max_split, hd) f32
 //            ml    (R, nq, max_split) vec2<f32>  (m, l)
 //            out   (R, nq·hd) f32                 (rows with a single split)
@@ -22,10 +23,13 @@
 // in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group states are then
 // merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
 #include "lib/common.wgsl"
+#ifdef KV8
+#include "lib/kv8.wgsl"
+#endif
 
 override HD: u32 = 128;      // head dim
 override G: u32 = 1;         // query heads per kv head
-override SPLIT: u32 = 256;   // keys per split
+override SPLIT: u32 = 256;   // keys per split (2·SPLIT in rows longer than params.long_len)
 override WG: u32 = 128;
 override SG: u32 = 32;       // subgroup size the merge assumes (≥ L)
 override L: u32 = HD / 8u;   // lanes per key row
@@ -48,6 +52,7 @@ struct Params {
   scale: f32,      // softmax scale, usually hd^-0.5
   min_len: u32,    // rows whose KV length (pos + 1) lies outside [min_len, max_len] are left to another
   max_len: u32,    //   dispatch (the ROPE variant takes the short rows)
+  long_len: u32,   // rows with more keys take 2·SPLIT keys per split (lib/decode_split.wgsl)
 #ifdef ROPE
   rot: u32,        // rotated dims (even, ≤ hd)
   eps: f32,        // QK norm epsilon
@@ -59,7 +64,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
 // KV_ACCESS: read_write for ROPE (it writes the new K/V), and for the `kvrw` benchmark probe; read otherwise.
-#ifdef F16
+#ifdef KV8
+@group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec2<u32>>;
+@group(0) @binding(11) var<storage, {{KV_ACCESS}}> kvs: array<f32>;
+#elif F16
 @group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec4<u32>>;
 #else
 @group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec4<f32>>;
@@ -78,7 +86,11 @@ var<workgroup> sm_o: array<vec4<f32>, NS * L * 8u>;
 struct Kv8 { a: vec4<f32>, b: vec4<f32> }
 
 fn kv8(e: u32) -> Kv8 {
-#ifdef F16
+#ifdef KV8
+  let w = kv[e / 8u];
+  let sc = kvs[e / QB];
+  return Kv8(kv8_unpack(w.x, sc), kv8_unpack(w.y, sc));
+#elif F16
   let v = kv[e / 8u];
   return Kv8(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
 #else
@@ -135,9 +147,13 @@ fn take(slot: u32, lane: u32) -> St {
 #include "lib/rope.wgsl"
 #include "lib/decode_rope.wgsl"
 #endif
+#ifdef KEYS4
+#include "lib/decode_keys4.wgsl"
+#endif
+#include "lib/decode_split.wgsl"
 
 fn emit(r: u32, s: u32, qh: u32, d0: u32, len: u32, m: f32, l: f32, a: vec4<f32>, b: vec4<f32>, write_ml: bool) {
-  if (len <= SPLIT) {
+  if (len <= split_of(len)) {
     let ob = (r * params.nq + qh) * HD + d0;
     for (var c = 0u; c < 4u; c++) {
       out[ob + c] = a[c] / l;
@@ -162,9 +178,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let s = wid.z;
   let row = rows[r];
   let len = row.pos + 1u;
-  let j0 = s * SPLIT;
+  let split = split_of(len);
+  let j0 = s * split;
   if (j0 >= len || len < params.min_len || len > params.max_len) { return; }
-  let nj = min(SPLIT, len - j0);
+  let nj = min(split, len - j0);
   let nq = params.nq;
   let nkv = params.nkv;
   let ps = params.ps;
@@ -194,7 +211,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // A split without the new key issues its first loads before the preparation, whose latency then hides
   // behind them; the split holding it loads after writing it.
   let pos = row.pos;
-  let own_k = s == pos / SPLIT;
+  let own_k = s == pos / split;
+#ifdef KEYS4
+  var nx: Pre4;
+  if (!own_k) { nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff); }
+#else
   var kna: Kv8;
   var vna: Kv8;
   var knb: Kv8;
@@ -205,12 +226,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     knb = kv8(kbb);
     vnb = kv8(kbb + pvoff);
   }
+#endif
   prepare(r, h, g0, grp, lane, lid, pos, own_k, sm_pages[min(pos / ps - p0, 63u)] * pstride + hoff + (pos % ps) * HD, pvoff);
   if (own_k) {
+#ifdef KEYS4
+    nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff);
+#else
     kna = kv8(kba);
     vna = kv8(kba + pvoff);
     knb = kv8(kbb);
     vnb = kv8(kbb + pvoff);
+#endif
   }
   let q0 = sm8(d0);
   let q1 = sm8(HD + d0);
@@ -222,12 +248,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let q1 = q8(qbase + min(g0 + 1u, G - 1u) * HD);
   let q2 = q8(qbase + min(g0 + 2u, G - 1u) * HD);
   let q3 = q8(qbase + min(g0 + 3u, G - 1u) * HD);
+#ifdef KEYS4
+  let nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff);
+#else
   var kna = kv8(kba);
   var vna = kv8(kba + pvoff);
   var knb = kv8(kbb);
   var vnb = kv8(kbb + pvoff);
 #endif
+#endif
   let sc = params.scale;
+#ifdef KEYS4
+  st = walk4(st, nx, q0, q1, q2, q3, j0, nj, p0, grp, pstride, hoff, pvoff, sc);
+#else
   for (var t0 = 0u; t0 < nj; t0 += 2u * KG) {
     let t = t0 + grp;
     let ka = kna;
@@ -278,6 +311,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       st.m = mn;
     }
   }
+#endif
 
   // Merge the KG group states in a fixed order.
 #ifdef LANE_SUBGROUP

@@ -5,6 +5,7 @@
 // Bindings:  rows  (R) step rows: pos, slot
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
+//            KV8: kv the same layout as q8 codes, kvs (pages, 2, nkv, ps, hd/QB) f32 scales
 //            out   (R, nq·hd) f32 (a matmul input)
 // Grid: (ceil(S / BQ), nkv). A workgroup holds 2·QV query vectors (QV = WG/L lane groups of L = HD/(4·NV4)
 // lanes, two vectors per group, 4·NV4 ≤ 32 dims per lane in registers): BQ positions × the G query heads
@@ -16,7 +17,11 @@
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
+// KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile.
 #include "lib/common.wgsl"
+#ifdef KV8
+#include "lib/kv8.wgsl"
+#endif
 
 override HD: u32 = 128;
 override G: u32 = 1;
@@ -42,7 +47,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
-#ifdef PACKED
+#ifdef KV8
+@group(0) @binding(4) var<storage, read> kv: array<u32>;
+@group(0) @binding(6) var<storage, read> kvs: array<f32>;
+#elif PACKED
 @group(0) @binding(4) var<storage, read> kv: array<vec4<u32>>;
 #else
 @group(0) @binding(4) var<storage, read> kv: array<act>;
@@ -69,7 +77,11 @@ var<workgroup> sm_dot: array<vec4<f32>, WG>;
 
 #ifndef PACKED
 fn ld4(e: u32) -> vec4<f32> {
+#ifdef KV8
+  return kv8_unpack(kv[e / 4u], kvs[e / QB]);
+#else
   return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
+#endif
 }
 // Padded position of vec4 d4 of tile row t.
 fn at(t: u32, d4: u32) -> u32 { return t * RS + d4 + d4 / 8u; }

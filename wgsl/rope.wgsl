@@ -11,11 +11,15 @@
 //            qn, kn   (hd) f32                (QK_NORM)
 //            pages    (slots, max_pages) u32  page table
 //            kv       (pages, 2, nkv, ps, hd) act   this layer's KV pool: K then V in each page
+//                     KV8: the same layout as q8 codes (u32 of 4), kvs (pages, 2, nkv, ps, hd/QB) f32 scales
 //            q        (R, nq·hd) act
 // Grid: (rows, nq + nkv); one workgroup per (row, head), rows row0 .. (decode rows fuse this into
 // attention_decode.wgsl, so the engine runs it on prefill rows only).
 #include "lib/common.wgsl"
 #include "lib/rope.wgsl"
+#ifdef KV8
+#include "lib/kv8.wgsl"
+#endif
 
 override WG: u32 = 64;
 #include "lib/reduce.wgsl"
@@ -41,7 +45,14 @@ struct Params {
 @group(0) @binding(5) var<storage, read> kn: array<f32>;
 #endif
 @group(0) @binding(6) var<storage, read> pages: array<u32>;
+#ifdef KV8
+@group(0) @binding(7) var<storage, read_write> kv: array<u32>;
+@group(0) @binding(9) var<storage, read_write> kvs: array<f32>;
+// The rotated K and the V of a kv head (their blocks are quantized once all values are known).
+var<workgroup> kvh: array<f32, 1024>;
+#else
 @group(0) @binding(7) var<storage, read_write> kv: array<act>;
+#endif
 @group(0) @binding(8) var<storage, read_write> q: array<act>;
 
 var<workgroup> hv: array<f32, 512>;  // one head (hd ≤ 512)
@@ -100,8 +111,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (is_q) {
       q[dst + d] = act(o);
     } else {
+#ifdef KV8
+      kvh[d] = o;
+      kvh[512u + d] = f32(qkv[vsrc + d]);
+#else
       kv[dst + d] = act(o);
       kv[dst + nkv * params.ps * hd + d] = qkv[vsrc + d];  // V lives nkv·ps·hd after K in the page
+#endif
     }
   }
+#ifdef KV8
+  // Quantize K then V by blocks of QB: each lane packs 4 values (and the block's first lane its scale),
+  // taking the block's max over workgroup memory (QB reads; this runs once per prefill token and head).
+  workgroupBarrier();
+  if (!is_q) {
+    let w4 = hd / 4u;
+    for (var e = lid; e < 2u * w4; e += WG) {
+      let which = e / w4;
+      let d = (e % w4) * 4u;
+      let src = which * 512u;
+      let b0 = src + (d / QB) * QB;
+      var amax = 0.0;
+      for (var i = 0u; i < QB; i++) { amax = max(amax, abs(kvh[b0 + i])); }
+      let x = vec4<f32>(kvh[src + d], kvh[src + d + 1u], kvh[src + d + 2u], kvh[src + d + 3u]);
+      let o = dst + which * nkv * params.ps * hd + d;  // V lives nkv·ps·hd after K in the page
+      kv[o / 4u] = kv8_pack(x, kv8_inv(amax));
+      if (d % QB == 0u) { kvs[o / QB] = amax / 127.0; }
+    }
+  }
+#endif
 }

@@ -3,6 +3,7 @@
  * `--name=value`, boolean `--flag`; unknown flags and bad numbers are errors that name the flag.
  * @module
  */
+import type { KvCacheType } from "../engine/kv_pool.ts";
 import { FlintError, ValidationError } from "../errors.ts";
 
 export type FlagSpec = Record<string, "string" | "number" | "boolean">;
@@ -36,6 +37,12 @@ export function parseFlags<S extends FlagSpec>(argv: string[], spec: S): Flags<S
     } else out[name] = value;
   }
   return out as Flags<S> & { _: string[] };
+}
+
+/** `--kv-cache act|q8` (the KV cache element type; absent: the engine's default, act). */
+export function kvCacheFlag(v: string | undefined): KvCacheType | undefined {
+  if (v === undefined || v === "act" || v === "q8") return v;
+  throw new ValidationError(`--kv-cache ${v}: expected act (f16 values) or q8 (8-bit codes + scales)`, "kv-cache");
 }
 
 /**

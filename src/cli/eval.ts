@@ -2,7 +2,7 @@
  * `deno task eval --model DIR --file F`: mean token negative log-likelihood and perplexity of a model on a
  * text file, so quantization settings can be compared for quality, not only speed.
  *   --model DIR (default: the bundled model)  --file F  [--context N (1024)]  [--stride N (context/2)]
- *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--x64]  [--json]
+ *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--x64]  [--kv-cache act|q8]  [--json]
  * Texts longer than the context are scored with sliding windows (as in the HF perplexity guide): each
  * window is `context` tokens, windows start `stride` apart, and a window scores only the tokens no earlier
  * window scored, so every token but the first is scored once, with at least context − stride tokens before
@@ -12,7 +12,7 @@
 import { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 import { setMatmulTuning } from "../ops/matmul.ts";
 
 export interface EvalOptions {
@@ -76,6 +76,7 @@ export async function evaluateIds(engine: Engine, ids: number[], o: EvalOptions)
 const SPEC = {
   model: "string", file: "string", context: "number", stride: "number", "max-tokens": "number",
   "prefill-chunk": "number", f32: "boolean", json: "boolean", help: "boolean", "int8-x": "string", x64: "boolean",
+  "kv-cache": "string",
 } as const;
 
 /**
@@ -92,7 +93,7 @@ function int8X(mode: string | undefined): void {
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
-    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--x64] [--json]");
+    console.log("usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--x64] [--kv-cache act|q8] [--json]");
     return 0;
   }
   if (!f.file) throw new ValidationError("missing --file F", "file");
@@ -113,6 +114,7 @@ export async function main(argv: string[]): Promise<number> {
   // One sequence; logits for every row of a prefill chunk.
   const engine = await Engine.load(new DiskModelSource(dir), {
     maxBatch: 1, contextWindow: context, prefillChunk: chunk, logitRows: chunk, gpuOptions: { f16: !f.f32 },
+    kvCache: kvCacheFlag(f["kv-cache"]),
   });
   try {
     if (!engine.tokenizer) throw new ValidationError(`${dir}: no tokenizer.json, cannot tokenize the text`, "model");

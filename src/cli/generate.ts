@@ -2,7 +2,7 @@
  * `deno task generate`: stream a completion from a model folder.
  *   --model DIR (default: the bundled model)  --prompt TEXT | --prompt-file F  [--chat] [--max-tokens N]
  *   [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]
- *   [--context-window N] [--prefill-chunk N] [--f32]
+ *   [--context-window N] [--prefill-chunk N] [--kv-cache act|q8] [--f32]
  * Text goes to stdout as it is generated, a stats line to stderr; --json prints one object instead.
  * @module
  */
@@ -10,13 +10,13 @@ import { Engine } from "../engine/engine.ts";
 import { Scheduler } from "../engine/scheduler.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
   model: "string", prompt: "string", "prompt-file": "string", chat: "boolean", "max-tokens": "number",
   temp: "number", "top-p": "number", "top-k": "number", "min-p": "number", seed: "number", stop: "string",
   json: "boolean", "context-window": "number", "prefill-chunk": "number", f32: "boolean",
-  "steps-per-submit": "number", help: "boolean",
+  "steps-per-submit": "number", "kv-cache": "string", help: "boolean",
 } as const;
 
 export async function main(argv: string[]): Promise<number> {
@@ -41,6 +41,7 @@ export async function main(argv: string[]): Promise<number> {
     maxBatch: 1,
     contextWindow: f["context-window"],
     prefillChunk: f["prefill-chunk"],
+    kvCache: kvCacheFlag(f["kv-cache"]),
   });
   const tok = engine.tokenizer;
   if (!tok) throw new ValidationError(`${f.model}: no tokenizer.json, cannot generate text`, "model");

@@ -2,7 +2,7 @@
  * `deno task serve`: an OpenAI- and Anthropic-compatible server for one model.
  *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
  *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--steps-per-submit N]
- *   [--max-body-mb N] [--f32]
+ *   [--max-body-mb N] [--kv-cache act|q8] [--f32]
  * The API key may also come from FLINT_API_KEY (kept out of `ps`).
  * @module
  */
@@ -10,7 +10,7 @@ import { NotFoundError, PermissionError, ValidationError } from "../errors.ts";
 import { createApp } from "../server/app.ts";
 import { ModelHost } from "../server/host.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
-import { parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
   model: "string",
@@ -24,13 +24,14 @@ const SPEC = {
   "prefill-chunk": "number",
   "steps-per-submit": "number",
   "max-body-mb": "number",
+  "kv-cache": "string",
   f32: "boolean",
   help: "boolean",
 } as const;
 
 const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
-       [--steps-per-submit N] [--max-body-mb N] [--f32]`;
+       [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
@@ -96,6 +97,7 @@ export async function main(argv: string[]): Promise<number> {
       maxBatch,
       contextWindow: positive("context-window", f["context-window"]),
       prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
+      kvCache: kvCacheFlag(f["kv-cache"]),
     },
     stepsPerSubmit: positive("steps-per-submit", f["steps-per-submit"]),
   });

@@ -3,7 +3,7 @@
  * The scheduler (engine/scheduler.ts) drives it step by step; CLI, server and browser share it.
  * @module
  */
-import { CapacityError, LoaderError } from "../errors.ts";
+import { CapacityError, LoaderError, ValidationError } from "../errors.ts";
 import { Gpu, type GpuOptions } from "../gpu/device.ts";
 import { encodeDispatches } from "../gpu/kernel.ts";
 import { readBuffer } from "../gpu/readback.ts";
@@ -14,7 +14,7 @@ import { WeightLoader, type WeightSource } from "../loader/weights.ts";
 import type { ArchConfig, Architecture } from "../models/model.ts";
 import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
-import { KvPool } from "./kv_pool.ts";
+import { type KvCacheType, kvBytesPerToken, KvPool } from "./kv_pool.ts";
 import { type Activations, allocActivations, type Dims } from "./resources.ts";
 import { Slots } from "./slots.ts";
 import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
@@ -40,6 +40,12 @@ export interface EngineOptions {
   logitRows?: number;
   /** Bytes the KV pool may use (default 4 GiB). */
   kvBudget?: number;
+  /**
+   * KV cache element type (default "act": f16, or f32 without shader-f16). "q8": 8-bit codes with a scale
+   * per 32 values, quantized as K/V are written: 1.125 bytes per value instead of 2, so twice the context
+   * fits and long-context attention reads about half the bytes (quality: bench/NOTES.md).
+   */
+  kvCache?: KvCacheType;
   /** Compile the step kernels at load (default true) so the first request does not pay for it. */
   warmup?: boolean;
   /**
@@ -124,11 +130,14 @@ export class Engine {
     // Prefill rows per step: 2048 when one sequence runs at a time (bigger matmuls fill the GPU: +17% on a
     // 4k prompt, bench/NOTES.md), 512 when other sequences' decode steps share the step and would wait.
     const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-    const ab = gpu.info.f16 ? 2 : 4;
-    const bytesPerToken = 2 * d.nkv * d.hd * ab;
+    const kvType = opts.kvCache ?? "act";
+    if (kvType !== "act" && kvType !== "q8") throw new ValidationError(`KV cache type "${kvType}": "act" or "q8"`, "kvCache");
+    const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
+    // The codes buffer of one layer must stay under the binding limit.
+    const bindingPerToken = 2 * d.nkv * d.hd * (kvType === "q8" ? 1 : gpu.info.f16 ? 2 : 4);
     const budget = opts.kvBudget ?? 4 * 2 ** 30;
     // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
-    const fitTokens = Math.floor(Math.min(gpu.info.maxBinding / bytesPerToken, budget / (bytesPerToken * d.layers)));
+    const fitTokens = Math.floor(Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * d.layers)));
     const want = opts.contextWindow ?? config.maxPosition;
     const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
     if (opts.contextWindow && contextWindow < opts.contextWindow) {
@@ -140,7 +149,7 @@ export class Engine {
     const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
     const kv = new KvPool(gpu, {
       layers: d.layers, nkv: d.nkv, hd: d.hd, pageSize, numPages: Math.max(maxPages, Math.floor(poolTokens / pageSize)),
-      maxSlots: maxBatch, maxPages,
+      maxSlots: maxBatch, maxPages, type: kvType,
     });
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
     const cap = {

@@ -6,6 +6,10 @@
  */
 import { CapacityError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
+import { kv8Block } from "../ops/kv8.ts";
+
+/** KV cache element type: the activation dtype (f16, or f32 without shader-f16), or 8-bit codes + scales. */
+export type KvCacheType = "act" | "q8";
 
 export interface KvShape {
   layers: number;
@@ -16,11 +20,20 @@ export interface KvShape {
   maxSlots: number;
   /** Page-table row length: enough pages for one context window. */
   maxPages: number;
+  /** Default "act". */
+  type?: KvCacheType;
+}
+
+/** Bytes of K and V of one token in one layer. */
+export function kvBytesPerToken(nkv: number, hd: number, type: KvCacheType, f16: boolean): number {
+  return type === "q8" ? 2 * nkv * (hd + (4 * hd) / kv8Block(hd)) : 2 * nkv * hd * (f16 ? 2 : 4);
 }
 
 export class KvPool {
-  /** Per layer: (pages, 2, nkv, ps, hd) act — K then V inside each page. */
+  /** Per layer: (pages, 2, nkv, ps, hd) act — K then V inside each page — or the same layout in q8 codes. */
   readonly layers: GPUBuffer[];
+  /** Per layer, q8 only: (pages, 2, nkv, ps, hd/QB) f32 scales (src/lab/ref/kv8.ts). */
+  readonly scales: GPUBuffer[] | null;
   /** (maxSlots, maxPages) u32. */
   readonly pageTable: GPUBuffer;
   readonly bytesPerPage: number;
@@ -28,14 +41,23 @@ export class KvPool {
   #table: Uint32Array;
 
   constructor(readonly gpu: Gpu, readonly shape: KvShape) {
-    const ab = gpu.info.f16 ? 2 : 4;
-    this.bytesPerPage = 2 * shape.nkv * shape.pageSize * shape.hd * ab;
-    const layerBytes = this.bytesPerPage * shape.numPages;
+    const q8 = shape.type === "q8";
+    this.bytesPerPage = kvBytesPerToken(shape.nkv, shape.hd, shape.type ?? "act", gpu.info.f16) * shape.pageSize;
+    // The codes buffer is the binding that can hit the limit (the scales are an eighth of it or less).
+    const layerBytes = 2 * shape.nkv * shape.pageSize * shape.hd * (q8 ? 1 : gpu.info.f16 ? 2 : 4) * shape.numPages;
     if (layerBytes > gpu.info.maxBinding) {
       throw new CapacityError(`KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, over the ${gpu.info.maxBinding}-byte binding limit`);
     }
     this.layers = Array.from({ length: shape.layers }, (_, l) =>
       gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage: GPUBufferUsage.STORAGE }));
+    this.scales = q8
+      ? Array.from({ length: shape.layers }, (_, l) =>
+        gpu.memory.create("kv", {
+          label: `kv_scale.${l}`,
+          size: (layerBytes / kv8Block(shape.hd)) * 4,
+          usage: GPUBufferUsage.STORAGE,
+        }))
+      : null;
     this.pageTable = gpu.memory.create("kv", {
       label: "page_table",
       size: shape.maxSlots * shape.maxPages * 4,
@@ -83,7 +105,7 @@ export class KvPool {
   }
 
   destroy(): void {
-    for (const b of this.layers) this.gpu.memory.destroy(b);
+    for (const b of [...this.layers, ...(this.scales ?? [])]) this.gpu.memory.destroy(b);
     this.gpu.memory.destroy(this.pageTable);
   }
 }

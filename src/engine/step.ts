@@ -175,7 +175,7 @@ export class StepGraph {
   async attention(layer: number, opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {}): Promise<void> {
     const { acts, dims, kv } = this.res;
     const common = {
-      rows: acts.rows, pages: kv.pageTable, kv: kv.layers[layer], nq: dims.nq, nkv: dims.nkv, hd: dims.hd,
+      rows: acts.rows, pages: kv.pageTable, kv: kv.layers[layer], kvScale: kv.scales?.[layer], nq: dims.nq, nkv: dims.nkv, hd: dims.hd,
       pageSize: kv.shape.pageSize, maxPages: kv.shape.maxPages,
     };
     const ropeArgs = {

@@ -88,6 +88,11 @@ export async function readF32(gpu: Gpu, buf: GPUBuffer, n: number): Promise<Floa
   return Float64Array.from(new Float32Array(await readBuffer(gpu, buf, 0, n * 4)));
 }
 
+/** Reads `n` bytes (8-bit data: the q8 KV cache's codes). */
+export async function readBytes(gpu: Gpu, buf: GPUBuffer, n: number): Promise<Uint8Array> {
+  return new Uint8Array(await readBuffer(gpu, buf, 0, n));
+}
+
 /** Reads `n` u32 values (as float64, so every output compares the same way). */
 export async function readU32(gpu: Gpu, buf: GPUBuffer, n: number): Promise<Float64Array> {
   return Float64Array.from(new Uint32Array(await readBuffer(gpu, buf, 0, n * 4)));

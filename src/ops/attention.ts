@@ -5,7 +5,19 @@
  */
 import { ShapeError } from "../errors.ts";
 import { check, type OpContext, record } from "./context.ts";
+import { kv8Block } from "./kv8.ts";
 import { rope } from "./rope.ts";
+
+/** The q8 cache's binding, define and block override (nothing for an act cache). */
+function kv8(a: { kvScale?: GPUBuffer; hd: number }): {
+  buffers: Record<string, GPUBuffer>;
+  defines: Record<string, number>;
+  overrides: Record<string, number>;
+} {
+  return a.kvScale
+    ? { buffers: { kvs: a.kvScale }, defines: { KV8: 1 }, overrides: { QB: kv8Block(a.hd) } }
+    : { buffers: {}, defines: {}, overrides: {} };
+}
 
 /**
  * Decode attention shape: keys per split (a row of length L uses ceil(L / split) workgroups per kv head),
@@ -14,14 +26,29 @@ import { rope } from "./rope.ts";
  * workgroup size `ropeWg` (short rows have few workgroups); longer rows take rope.wgsl first,
  * because each of their many split workgroups would repeat the preparation (0: never); `combineWg`: lanes
  * of the combine's workgroups (one per row and head; hd/4 lanes per group of splits; H200 16k: 512 lanes +2.5%).
+ * `keys4` (q8 and f16 caches, with subgroups): four keys per step from raw words (lib/decode_keys4.wgsl),
+ * which prepares RoPE in the kernel at every length (`ropeMaxKv` is then unused), and `longKv`: rows with
+ * more keys take splits of 2·split keys (0: never). H200, f16 cache, 4B: 16k 276.6 → 303.9, 4k 350.6 →
+ * 363.5 tok/s (bench/NOTES.md #53).
  * Defaults from H200 A/B runs (bench/NOTES.md).
  */
-const decodeTuning: { split: number; wg: number; ropeMaxKv: number; ropeWg: number; combineWg: number; probe?: "kvrw" } = {
+const decodeTuning: {
+  split: number;
+  wg: number;
+  ropeMaxKv: number;
+  ropeWg: number;
+  combineWg: number;
+  keys4: boolean;
+  longKv: number;
+  probe?: "kvrw";
+} = {
   split: 256,
   wg: 128,
   combineWg: 512,
   ropeMaxKv: 4608,
   ropeWg: 128,
+  keys4: true,
+  longKv: 8192,
 };
 
 /** Keys per split of decode attention (sizes the split scratch buffers). */
@@ -40,7 +67,10 @@ interface Common {
   rows: GPUBuffer;
   q: GPUBuffer;
   pages: GPUBuffer;
+  /** This layer's KV pool (pages, 2, nkv, ps, hd) act, or q8 codes with `kvScale`. */
   kv: GPUBuffer;
+  /** The q8 cache's scales (format: src/lab/ref/kv8.ts); decode with `rope` writes the new K/V quantized. */
+  kvScale?: GPUBuffer;
   /** (R, nq·hd) f32 (the o_proj input). */
   out: GPUBuffer;
   row0: number;
@@ -93,12 +123,18 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   check(!rp || (rp.rot % 2 === 0 && rp.rot <= a.hd && !!rp.qNorm === !!rp.kNorm), "attentionDecode", `rot=${rp?.rot}, q_norm and k_norm together`);
   const blocks = Math.ceil(G / 4); // four query heads per workgroup
   const NO_LIMIT = 0xffffffff;
-  const lim = rp ? Math.min(decodeTuning.ropeMaxKv, NO_LIMIT) : 0;
+  // Four keys per step (lib/decode_keys4.wgsl), with subgroups. It then prepares RoPE inside the
+  // kernel at every length, and rows past `longKv` take splits twice as long.
+  const keys4 = decodeTuning.keys4 && useSg && (!!a.kvScale || info.f16);
+  const lim = rp ? (keys4 ? NO_LIMIT : Math.min(decodeTuning.ropeMaxKv, NO_LIMIT)) : 0;
   const split = decodeTuning.split;
+  // A split's page list holds 64 pages: with small pages, long splits are left off.
+  const long = keys4 && decodeTuning.longKv > 0 && (2 * split) / a.pageSize <= 63 ? decodeTuning.longKv : NO_LIMIT;
   // The scratch holds maxSplit splits (sized at load for the context window and the split then set): more
-  // would drop keys silently, so a split set smaller after load is an error, not a clamp.
+  // would drop keys silently, so a split set smaller after load is an error, not a clamp. Rows up to `long`
+  // keys have at most ceil(min(maxKv, long) / split) splits, longer ones ceil(maxKv / 2·split).
   const splits = (maxKv: number) => {
-    const n = Math.ceil(maxKv / split);
+    const n = Math.max(Math.ceil(Math.min(maxKv, long) / split), maxKv > long ? Math.ceil(maxKv / (2 * split)) : 0);
     if (n > a.maxSplit) throw new ShapeError(`attentionDecode: ${maxKv} keys need ${n} splits of ${split}; the scratch holds ${a.maxSplit}`);
     return n;
   };
@@ -109,23 +145,27 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
     while (wg > 128 && bytes(wg) > info.maxWorkgroupStorage) wg /= 2;
     return wg;
   };
+  const q8 = kv8(a);
   const variant = async (fused: boolean, minLen: number, maxLen: number, z: (maxKv: number, minKv: number) => number) => {
     const buffers: Record<string, GPUBuffer> = {
-      rows: a.rows, pages: a.pages, kv: a.kv, q: fused ? rp!.qkv : a.q, opart: a.opart, ml: a.ml, out: a.out,
+      rows: a.rows, pages: a.pages, kv: a.kv, q: fused ? rp!.qkv : a.q, opart: a.opart, ml: a.ml, out: a.out, ...q8.buffers,
     };
     if (fused) Object.assign(buffers, { inv_freq: rp!.invFreq }, rp!.qNorm ? { qn: rp!.qNorm, kn: rp!.kNorm } : {});
     await record(ctx, {
       file: "attention_decode.wgsl",
       defines: {
         ...(useSg ? { LANE_SUBGROUP: 1 } : {}), ...(fused ? { ROPE: 1 } : {}), ...(fused && rp!.qNorm ? { QK_NORM: 1 } : {}),
-        KV_ACCESS: fused || decodeTuning.probe === "kvrw" ? "read_write" : "read",
+        ...(keys4 ? { KEYS4: 1 } : {}),
+        KV_ACCESS: fused || decodeTuning.probe === "kvrw" ? "read_write" : "read", ...q8.defines,
       },
-      overrides: { HD: a.hd, G, SPLIT: split, WG: fitWg(fused ? decodeTuning.ropeWg : decodeTuning.wg), ...(useSg ? { SG: sg } : {}) },
+      overrides: {
+        HD: a.hd, G, SPLIT: split, WG: fitWg(fused ? decodeTuning.ropeWg : decodeTuning.wg), ...(useSg ? { SG: sg } : {}), ...q8.overrides,
+      },
     }, {
       buffers,
       params: {
         row0: a.row0, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, max_split: a.maxSplit, scale: a.scale,
-        min_len: minLen, max_len: maxLen, ...(fused ? { rot: rp!.rot, eps: rp!.eps, mscale: rp!.mscale } : {}),
+        min_len: minLen, max_len: maxLen, long_len: long, ...(fused ? { rot: rp!.rot, eps: rp!.eps, mscale: rp!.mscale } : {}),
       },
       grid: (s) => [a.D, a.nkv * blocks, z(s.maxKvLen, s.minKvLen ?? 0)],
     });
@@ -135,7 +175,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
     // Rows longer than `lim` (all rows without RoPE inputs): rope.wgsl, then the plain kernel.
     if (rp) {
       await rope(ctx, {
-        ...rp, rows: a.rows, pages: a.pages, kv: a.kv, q: a.q, R: a.D, row0: a.row0, minLen: lim + 1, nq: a.nq, nkv: a.nkv,
+        ...rp, rows: a.rows, pages: a.pages, kv: a.kv, kvScale: a.kvScale, q: a.q, R: a.D, row0: a.row0, minLen: lim + 1, nq: a.nq, nkv: a.nkv,
         hd: a.hd, pageSize: a.pageSize, maxPages: a.maxPages, when: (s) => s.maxKvLen > lim,
       });
     }
@@ -143,7 +183,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   }
   await record(ctx, { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: decodeTuning.split, WG: Math.max(Math.min(decodeTuning.combineWg, ctx.gpu.info.maxInvocations), a.hd / 4) } }, {
     buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
-    params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit },
+    params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit, long_len: long },
     // Not needed while every row fits in one split (attention_decode then writes `out` itself).
     grid: (s) => (s.maxKvLen > decodeTuning.split ? [a.D, a.nq, 1] : [0, 0, 0]),
   });
@@ -159,7 +199,9 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd % 8 === 0 && a.hd <= 256 && 256 % (a.hd / 8) === 0, "attentionPrefill", `head_dim ${a.hd} (8·2^k up to 256)`);
   const info = ctx.gpu.info;
-  const packed = prefillTuning.packed && info.f16;
+  // The q8 cache's tiles are dequantized to f32 (PACKED is for f16 caches).
+  const packed = prefillTuning.packed && info.f16 && !a.kvScale;
+  const q8 = kv8(a);
   const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, packed);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= t.L;
@@ -167,11 +209,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
     file: "attention_prefill.wgsl",
     defines: {
       ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}),
-      ...(packed ? { PACKED: 1 } : {}),
+      ...(packed ? { PACKED: 1 } : {}), ...q8.defines,
     },
-    overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG },
+    overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
   }, {
-    buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out },
+    buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out, ...q8.buffers },
     params: {
       row0: a.row0, S: a.S, nq: a.nq, nkv: a.nkv, ps: a.pageSize, max_pages: a.maxPages, scale: a.scale,
     },

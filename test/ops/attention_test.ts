@@ -7,12 +7,25 @@
  *    RoPE, the new K/V written into the cache; the whole pool is compared): G 4 and 6 (two blocks write
  *    the same key), partial rotary with a half that is not a multiple of 8, head dims 32/128/256, length 1,
  *    several splits, the swept split shapes, the workgroup-memory path (no subgroups), and steps whose
- *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`);
+ *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`, with keys4 off); four keys per
+ *    step (`keys4`, f16 and q8 caches where subgroups cover a key group) against the two-key loop, and
+ *    512-key splits past `longKv`;
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
  *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
- *    kept packed and other key-tile sizes.
- * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16).
+ *    kept packed and other key-tile sizes;
+ *  - the 8-bit cache (`kv8`: q8 codes + a scale per block, src/lab/ref/kv8.ts; block scales that differ up
+ *    to 2× between neighbours, no zero codes): decode (GQA 1/3/4, several splits, odd lengths, head dims
+ *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longKv),
+ *    decode with RoPE fused (the new K/V quantized as they are written; the whole pool compared), rows
+ *    that take rope.wgsl + the plain kernel, prefill (several tiles, GQA, head dims 64/128, one row), and
+ *    without subgroups. (Page sizes ≥ 9 where a 512-key split may be taken: it spans at most 64 pages.)
+ * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16);
+ * the same for q8 (the kernels dequantize to the reference's f32 values). K/V written into a q8 cache: the
+ * reference's codes, either code only for a value within the kernel's f32 error (1e-6 + 2e-6·|x|) of a
+ * rounding boundary, and values within that error on the block max plus a few f32 ulp (|d| ≤ 1e-6 +
+ * 2.5e-6·amax + 2^-23·|ref|; quantizeWritten, kv8Tolerance in src/lab/cases/paged.ts). Attention is then
+ * checked over the K/V the kernel wrote.
  */
 import { afterAll, beforeAll, describe, test } from "vitest";
 import { Gpu } from "../../src/gpu/device.ts";
@@ -80,12 +93,26 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "decode with RoPE: rows longer than ropeMaxKv take rope.wgsl + the plain kernel in the same step; ropeMaxKv 0",
       on(path, async (gpu) => {
+        // keys4 (on by default for f16 and q8 caches with subgroups) fuses RoPE at every length: off here.
         for (const ropeMaxKv of [300, 0]) {
-          await withTuning({ ropeMaxKv }, async () => {
+          await withTuning({ ropeMaxKv, keys4: false }, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 18);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2 }, 19);
             // One long row: the short-row dispatch is skipped.
             await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 21);
+          });
+        }
+      }),
+    );
+    test(
+      "decode, four keys per step (keys4, f16 cache with subgroups) against the two-key loop; 512-key splits past longKv 300",
+      on(path, async (gpu) => {
+        for (const t of [{ keys4: true }, { keys4: false }, { keys4: true, longKv: 300 }]) {
+          await withTuning(t, async () => {
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 1001 }, 31);
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 9, len: 777, row0: 1 }, 32);
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 901, rope: 1, rot: 64 }, 33);
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 34);
           });
         }
       }),
@@ -177,6 +204,58 @@ for (const path of ["f16", "f32"] as const) {
         }
       }),
     );
+    // The q8 decode tunings: four keys per step from raw codes where subgroups allow (the default), eight
+    // dims per lane (keys4 off), 64-key splits, and splits of 2·256 keys for rows past longKv.
+    const q8Tunings = [{}, { keys4: false }, { split: 64, wg: 128 }, { split: 64, wg: 256, keys4: false }, { longKv: 300 }];
+    test(
+      "q8 cache, decode: GQA 1, 3, 4; lengths up to 1001 (several splits), odd; head dims 64, 32, 128; q8Tunings",
+      on(path, async (gpu) => {
+        for (const t of q8Tunings) {
+          await withTuning(t, async () => {
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601, kv8: 1 }, 31);
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 11, len: 513, kv8: 1 }, 32);
+            await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 1001, kv8: 1 }, 33);
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 1, hd: 64, ps: 9, len: 299, row0: 3, kv8: 1 }, 34);
+          });
+        }
+      }),
+    );
+    test(
+      "q8 cache, decode with RoPE fused: q/k norm, G 4 over 3 splits; G 6 with rot 40 of 64 and mscale; length 1",
+      on(path, async (gpu) => {
+        const qwen = { rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6, kv8: 1 };
+        for (const t of [{}, { keys4: false }, { longKv: 300 }]) {
+          await withTuning(t, async () => {
+            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, ...qwen }, 41);
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 1, hd: 64, ps: 9, len: 300, rope: 1, qknorm: 0, kv8: 1 }, 42);
+            // Length 1: the output is the new V itself, as the kernel quantized it.
+            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 4, hd: 32, ps: 9, len: 1, row0: 2, rope: 1, rot: 32, kv8: 1 }, 43);
+          });
+        }
+      }),
+    );
+    test(
+      "q8 cache, decode with RoPE, keys4 off: rows longer than ropeMaxKv 300 take rope.wgsl + the plain kernel",
+      on(path, async (gpu) => {
+        await withTuning({ keys4: false, ropeMaxKv: 300 }, async () => {
+          await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128, kv8: 1 }, 44);
+          await expectCase(
+            gpu,
+            attentionDecodeCase,
+            { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2, kv8: 1 },
+            45,
+          );
+        });
+      }),
+    );
+    test(
+      "q8 cache, prefill: segment at position 37 over several tiles, GQA 3; hd 128 with page size 7; one row",
+      on(path, async (gpu) => {
+        await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 46);
+        await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1 }, 47);
+        await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0, kv8: 1 }, 48);
+      }),
+    );
     test(
       "prefill: a one-row segment after a long cached prefix",
       on(path, async (gpu) => {
@@ -203,5 +282,9 @@ describe("attention without subgroups (workgroup-memory reductions)", () => {
       await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 64, ps: 16, len: 300, rope: 1, rot: 64 }, 20);
     });
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 17);
+  });
+  test("q8 cache: decode with RoPE fused, plain decode", async () => {
+    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128, kv8: 1 }, 49);
+    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199, kv8: 1 }, 50);
   });
 });

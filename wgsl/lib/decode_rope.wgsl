@@ -12,9 +12,18 @@ var<workgroup> sm_q: array<f32, 5u * HD>;  // the same heads rotated (query head
 #ifndef LANE_SUBGROUP
 var<workgroup> sm_ss: array<f32, WG>;
 #endif
+#ifdef KV8
+var<workgroup> sm_amax: array<vec2<f32>, 32>;  // per lane of group 0 (L ≤ 32): max |K|, max |V| of its 8 dims
+fn max8(x: vec4<f32>) -> f32 { let a = abs(x); return max(max(a.x, a.y), max(a.z, a.w)); }
+#endif
 
-fn put_kv8(e: u32, a: vec4<f32>, b: vec4<f32>) {
-#ifdef F16
+// Stores 8 values of a K or V row at element e. KV8: `amax` is the max |value| of their block (QB values).
+fn put_kv8(e: u32, a: vec4<f32>, b: vec4<f32>, amax: f32) {
+#ifdef KV8
+  let inv = kv8_inv(amax);
+  kv[e / 8u] = vec2<u32>(kv8_pack(a, inv), kv8_pack(b, inv));
+  if (e % QB == 0u) { kvs[e / QB] = amax / 127.0; }
+#elif F16
   kv[e / 8u] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
 #else
   kv[e / 4u] = a;
@@ -103,11 +112,28 @@ fn prepare(r: u32, h: u32, g0: u32, grp: u32, lane: u32, lid: u32, pos: u32, own
   }
   workgroupBarrier();
   if (own_k) {
+    // Group 0 writes the new K and V rows, 8 dims a lane.
+    var k: Kv8;
+    var v: Kv8;
+    var amax = vec2<f32>(0.0);
     if (grp == 0u) {
-      let k = sm8(4u * HD + d0);
-      put_kv8(kb, k.a, k.b);
-      let v = q8(r * width + (params.nq + params.nkv + h) * HD + d0);
-      put_kv8(kb + pvoff, v.a, v.b);
+      k = sm8(4u * HD + d0);
+      v = q8(r * width + (params.nq + params.nkv + h) * HD + d0);
+    }
+#ifdef KV8
+    // Block maxima (K, V) across the QB/8 lanes of each block, through workgroup memory.
+    if (grp == 0u) {
+      sm_amax[lane] = vec2<f32>(max(max8(k.a), max8(k.b)), max(max8(v.a), max8(v.b)));
+    }
+    workgroupBarrier();
+    if (grp == 0u) {
+      let b0 = (lane / (QB / 8u)) * (QB / 8u);
+      for (var i = 0u; i < QB / 8u; i++) { amax = max(amax, sm_amax[b0 + i]); }
+    }
+#endif
+    if (grp == 0u) {
+      put_kv8(kb, k.a, k.b, amax.x);
+      put_kv8(kb + pvoff, v.a, v.b, amax.y);
     }
     storageBarrier();
   }

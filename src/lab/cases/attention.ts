@@ -8,13 +8,23 @@ import { ShapeError } from "../../errors.ts";
 import { attentionDecode, attentionPrefill, decodeSplit } from "../../ops/attention.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
-import { BufferSet, readAct, readF32, seal } from "../harness.ts";
+import { BufferSet, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { attentionRef } from "../ref/attention.ts";
 import { ropeInvFreq, ropeRef } from "../ref/rope.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import type { Rng } from "../rng.ts";
-import { type Pool, randomPool } from "./paged.ts";
+import {
+  kv8Of,
+  kv8Tolerance,
+  kvBytes,
+  type Pool,
+  quantizeWritten,
+  randomPool,
+  readKv,
+  uploadKv,
+  writtenRows,
+} from "./paged.ts";
 
 export interface AttentionInputs extends CaseInputs {
   mode: "decode" | "prefill";
@@ -34,12 +44,18 @@ export interface AttentionInputs extends CaseInputs {
 /**
  * Output f32 on both paths (it feeds o_proj). f32: scores, exponentials and sums in f32 over up to a few
  * thousand keys. f16: Q/K/V are exact f16 inputs; prefill rounds q·scale to f16 (2^-11 on every score).
+ * q8 (`kv8`): `out` keeps the act tolerance, as the kernels dequantize to the reference's own f32 values
+ * (code · scale). The K/V cells the fused RoPE path writes: their codes exactly, but for a value the
+ * kernel's f32 error can take across a rounding boundary (either code; quantizeWritten in paged.ts), and
+ * scales to a few f32 ulp plus that error (kv8Tolerance). check() takes the largest block max written;
+ * the nominal bound here takes 4.5, about the largest |K| the inputs give (RMS-normed U(±2) heads, norm
+ * weights ≤ 1.5, a rotated pair, mscale 1.13).
  */
-function tolerance(act: ActDtype): Record<string, Tolerance> {
+function tolerance(act: ActDtype, kv8 = false): Record<string, Tolerance> {
   return {
     out: act === "f16" ? { atol: 5e-4, rtol: 2e-3 } : { atol: 2e-6, rtol: 1e-4 },
     // The K/V cells the fused RoPE path writes: rope.wgsl's tolerance (tests/ops/rope_test.ts).
-    kv: act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-6, rtol: 2e-6 },
+    kv: kv8 ? kv8Tolerance(4.5) : act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-6, rtol: 2e-6 },
   };
 }
 
@@ -63,12 +79,19 @@ const FULL_CHECK_MACS = 2 ** 28;
 
 /**
  * With `rope`, the q rows and the pool after rope.wgsl's work on the decode rows (q rounded to act, as the
- * kernel keeps it); otherwise the inputs as they are.
+ * kernel keeps it; q8: the new K/V rows quantized, taking the code nearer the GPU's pool `got` where
+ * either is right, and `kvTol` the pool's tolerance); otherwise the inputs as they are.
  */
-function roped(i: AttentionInputs): { q: Float64Array; kv: Float64Array } {
+function roped(
+  i: AttentionInputs,
+  got?: Float64Array,
+): { q: Float64Array; kv: Float64Array; kvTol?: Tolerance } {
   if (!i.rope) return { q: i.q, kv: i.pool.kv };
   const r = ropeRef({ ...i.pool, ...i.rope, rows: i.rows, nq: i.nq, kv0: i.pool.kv, which: i.which });
-  return { q: r.q.map((v) => roundAct(v, i.act)), kv: r.kv };
+  const q = r.q.map((v) => roundAct(v, i.act));
+  if (!i.pool.q8) return { q, kv: r.kv };
+  const w = quantizeWritten(r.kv, writtenRows(i.pool, i.rows, i.which), i.pool.hd, got);
+  return { q, kv: r.kv, kvTol: w.tol };
 }
 
 /** The reference output; rows left out of a sample are NaN (not checked). */
@@ -96,6 +119,7 @@ const HEAD_KEYS = {
   nkv: "kv heads (GQA ratio nq/nkv)",
   hd: "head dim",
   ps: "KV page size (tokens)",
+  kv8: "1: 8-bit KV cache (q8 codes + f32 scale per block, src/lab/ref/kv8.ts); 0: act cache",
 };
 
 export const attentionDecodeCase: KernelCase<AttentionInputs> = {
@@ -103,8 +127,8 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   summary: "decode attention over the paged cache, split along keys (256 per split) then combined; " +
     "rope 1: RoPE, Q/K norm and the new K/V write fused in (the engine's decode path)",
   // Qwen3-4B: 32 q / 8 kv heads, head_dim 128, q/k norm, theta 1e6; four sequences, the longest 4096 tokens.
-  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0, rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6 },
-  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0, rope: 0, qknorm: 1, rot: 40, mscale: 1.13, theta: 10000 },
+  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0, rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6, kv8: 0 },
+  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0, rope: 0, qknorm: 1, rot: 40, mscale: 1.13, theta: 10000, kv8: 0 },
   keys: {
     D: "decode rows (one sequence each)",
     ...HEAD_KEYS,
@@ -120,7 +144,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const { nq, nkv, hd } = heads(shape);
     const D = int(shape, "D"), len = int(shape, "len"), row0 = int(shape, "row0", 0);
     const lens = Array.from({ length: D }, (_, r) => (r === 0 ? len : rng.int(1, len + 1)));
-    const pool = randomPool(rng, { lens, nkv, hd, ps: int(shape, "ps"), act: env.act });
+    const pool = randomPool(rng, { lens, nkv, hd, ps: int(shape, "ps"), act: env.act, kv8: kv8Of(shape) });
     const rows: Row[] = [
       ...Array.from({ length: row0 }, () => ({ token: 1, pos: rng.int(0, len), slot: 0, kind: 0 })),
       ...lens.map((l, s) => ({ token: rng.int(0, 1000), pos: l - 1, slot: s, kind: 1 })),
@@ -162,7 +186,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const maxLen = Math.max(...i.which.map((r) => i.rows[r].pos + 1));
     const maxSplit = Math.ceil(maxLen / decodeSplit());
     const out = set.upload("out", Float32Array.from(i.out0));
-    const kv = set.upload("kv", encodeAct(pool.kv, i.act), { mutable: !!i.rope });
+    const kv = uploadKv(set, pool, i.act, !!i.rope);
     const rp = i.rope;
     const ctx = set.context();
     await attentionDecode(ctx, {
@@ -183,7 +207,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       // With rope: the queries of rows longer than `ropeMaxKv`, written by rope.wgsl first.
       q: set.upload("q", encodeAct(i.q, i.act), { mutable: true }),
       pages: set.upload("pages", pool.pages),
-      kv,
+      ...kv,
       out,
       row0: i.row0,
       D: i.which.length,
@@ -205,16 +229,18 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       { maxKvLen: maxLen, minKvLen: Math.min(...i.which.map((r) => i.rows[r].pos + 1)) },
       async () => ({
         out: await readF32(gpu, out, i.out0.length),
-        ...(rp ? { kv: await readAct(gpu, kv, pool.kv.length, i.act) } : {}),
+        ...(rp ? { kv: await readKv(gpu, kv, pool, i.act) } : {}),
       }),
     );
   },
   check(got, i) {
-    const r = roped(i);
-    // With rope the whole pool is compared: the new cells, and no stray write elsewhere.
-    return compareAll(got, { out: reference(i, r), ...(i.rope ? { kv: r.kv } : {}) }, tolerance(i.act));
+    const r = roped(i, got.kv);
+    const tol = { ...tolerance(i.act), ...(r.kvTol ? { kv: r.kvTol } : {}) };
+    // With rope the whole pool is compared: the new cells, and no stray write elsewhere. Attention is
+    // checked over the same pool (q8: with the code the kernel took where either is right).
+    return compareAll(got, { out: reference(i, r), ...(i.rope ? { kv: r.kv } : {}) }, tol);
   },
-  tolerance: (_s, act) => tolerance(act),
+  tolerance: (s, act) => tolerance(act, kv8Of(s)),
   cost(shape, act) {
     // Every row's K and V once (the first row at `len`, the others on average len/2), q and out.
     const { nq, nkv, hd } = heads(shape);
@@ -222,7 +248,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const keys = len + (D - 1) * (len + 1) / 2;
     const splits = D * Math.ceil(len / decodeSplit());
     return {
-      bytes: keys * 2 * nkv * hd * actBytesOf(act) + D * nq * hd * (actBytesOf(act) + 4) +
+      bytes: keys * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + D * nq * hd * (actBytesOf(act) + 4) +
         2 * splits * nq * (hd + 2) * 4,
       flops: 4 * keys * nq * hd,
     };
@@ -233,8 +259,8 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   files: ["attention_prefill.wgsl"],
   summary: "causal attention for a prefill segment (flash attention over the paged cache)",
   // Qwen3-4B, the second 512-token chunk of a prompt.
-  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0 },
-  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0 },
+  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0 },
   keys: {
     S: "segment rows (consecutive positions of one sequence)",
     p0: "position of the first segment row (KV before it is cached)",
@@ -245,7 +271,14 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const { nq, nkv, hd } = heads(shape);
     const S = int(shape, "S"), p0 = int(shape, "p0", 0), row0 = int(shape, "row0", 0);
     // Slot 1 is the segment's sequence; slot 0 belongs to the rows before it.
-    const pool = randomPool(rng, { lens: [p0 + S + 7, p0 + S], nkv, hd, ps: int(shape, "ps"), act: env.act });
+    const pool = randomPool(rng, {
+      lens: [p0 + S + 7, p0 + S],
+      nkv,
+      hd,
+      ps: int(shape, "ps"),
+      act: env.act,
+      kv8: kv8Of(shape),
+    });
     const rows: Row[] = [
       ...Array.from({ length: row0 }, () => ({ token: 1, pos: rng.int(0, p0 + S), slot: 0, kind: 1 })),
       ...Array.from({ length: S }, (_, i) => ({ token: rng.int(0, 1000), pos: p0 + i, slot: 1, kind: 0 })),
@@ -274,7 +307,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       rows: set.upload("rows", encodeRows(i.rows)),
       q: set.upload("q", encodeAct(i.q, i.act)),
       pages: set.upload("pages", pool.pages),
-      kv: set.upload("kv", encodeAct(pool.kv, i.act)),
+      ...uploadKv(set, pool, i.act),
       out,
       row0: i.row0,
       S: i.which.length,
@@ -301,7 +334,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const keys = S * p0 + (S * (S + 1)) / 2; // (query, key) pairs
     // The K/V of the longest row, at least once (tiles re-read it; this is the floor).
     return {
-      bytes: (p0 + S) * 2 * nkv * hd * actBytesOf(act) + S * nq * hd * (actBytesOf(act) + 4),
+      bytes: (p0 + S) * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + S * nq * hd * (actBytesOf(act) + 4),
       flops: 4 * keys * nq * hd,
     };
   },

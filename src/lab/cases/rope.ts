@@ -1,6 +1,7 @@
 /**
  * Lab case of `rope.wgsl` through `rope()` (src/ops/rope.ts): optional Q/K norm, partial rotary, mscale,
- * and the K/V write into a shuffled paged cache (the whole pool is compared, so a stray write fails).
+ * and the K/V write into a shuffled paged cache (the whole pool is compared, so a stray write fails), act
+ * or 8-bit (`kv8`: K/V quantized as they are written, src/lab/ref/kv8.ts).
  * @module
  */
 import { ShapeError } from "../../errors.ts";
@@ -11,7 +12,17 @@ import { BufferSet, readAct, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import { ropeInvFreq, ropeRef } from "../ref/rope.ts";
-import { type Pool, randomPool } from "./paged.ts";
+import {
+  kv8Of,
+  kv8Tolerance,
+  kvBytes,
+  type Pool,
+  quantizeWritten,
+  randomPool,
+  readKv,
+  uploadKv,
+  writtenRows,
+} from "./paged.ts";
 
 export interface RopeInputs extends CaseInputs {
   rows: Row[];
@@ -28,11 +39,15 @@ export interface RopeInputs extends CaseInputs {
 
 /**
  * The angle is the same f32 product on both sides; GPU cos/sin after range reduction and inverseSqrt add
- * ~1e-6 on O(1) values. f16 adds the output rounding.
+ * ~1e-6 on O(1) values. f16 adds the output rounding. q8 (`kv8`): the written K/V cells' codes exactly,
+ * but for a value that error can take across a rounding boundary (either code; quantizeWritten in
+ * paged.ts), and scales to a few f32 ulp plus that error (kv8Tolerance); check() takes the largest block
+ * max written, the nominal bound here 4.5, about the largest |K| the inputs give (RMS-normed U(±2) heads,
+ * norm weights ≤ 1.5, a rotated pair, mscale).
  */
-function tolerance(act: ActDtype): Record<string, Tolerance> {
+function tolerance(act: ActDtype, kv8 = false): Record<string, Tolerance> {
   const t: Tolerance = act === "f16" ? { atol: 1e-5, rtol: 1e-3 } : { atol: 1e-6, rtol: 2e-6 };
-  return { q: t, kv: t };
+  return { q: t, kv: kv8 ? kv8Tolerance(4.5) : t };
 }
 
 export const ropeCase: KernelCase<RopeInputs> = {
@@ -52,6 +67,7 @@ export const ropeCase: KernelCase<RopeInputs> = {
     theta: 1e6,
     slots: 4,
     maxpos: 2048,
+    kv8: 0,
   },
   small: {
     R: 7,
@@ -65,6 +81,7 @@ export const ropeCase: KernelCase<RopeInputs> = {
     theta: 10000,
     slots: 3,
     maxpos: 97,
+    kv8: 0,
   },
   keys: {
     R: "step rows",
@@ -78,6 +95,7 @@ export const ropeCase: KernelCase<RopeInputs> = {
     theta: "RoPE base",
     slots: "sequences the rows belong to",
     maxpos: "positions are drawn from [0, maxpos)",
+    kv8: "1: 8-bit KV cache (q8 codes + f32 scale per block, src/lab/ref/kv8.ts); 0: act cache",
   },
   make(shape, rng, env) {
     const R = int(shape, "R"), nq = int(shape, "nq"), nkv = int(shape, "nkv"), hd = int(shape, "hd");
@@ -100,7 +118,8 @@ export const ropeCase: KernelCase<RopeInputs> = {
       used.add(slot * maxpos + pos);
       rows.push({ token: rng.int(0, 1000), pos, slot, kind: rng.int(0, 2) });
     }
-    const pool = randomPool(rng, { lens: Array(slots).fill(maxpos), nkv, hd, ps, act: env.act });
+    const lens = Array(slots).fill(maxpos);
+    const pool = randomPool(rng, { lens, nkv, hd, ps, act: env.act, kv8: kv8Of(shape) });
     const qkv = Float64Array.from(
       { length: R * (nq + 2 * nkv) * hd },
       () => roundAct(rng.signed(2), env.act),
@@ -132,7 +151,7 @@ export const ropeCase: KernelCase<RopeInputs> = {
       qNorm: i.qn && set.upload("q_norm", Float32Array.from(i.qn)),
       kNorm: i.kn && set.upload("k_norm", Float32Array.from(i.kn)),
       pages: set.upload("pages", pool.pages),
-      kv: set.upload("kv", encodeAct(pool.kv, i.act), { mutable: true }),
+      ...uploadKv(set, pool, i.act, true),
       q: set.scratch("q", R * i.nq * pool.hd * 4),
     };
     const ctx = set.context();
@@ -150,7 +169,7 @@ export const ropeCase: KernelCase<RopeInputs> = {
     });
     return seal(set, ctx, { maxKvLen: 1 }, async () => ({
       q: await readAct(gpu, buf.q, R * i.nq * pool.hd, i.act),
-      kv: await readAct(gpu, buf.kv, pool.kv.length, i.act),
+      kv: await readKv(gpu, buf, pool, i.act),
     }));
   },
   check(got, i) {
@@ -167,14 +186,21 @@ export const ropeCase: KernelCase<RopeInputs> = {
       mscale: i.mscale,
       kv0: i.pool.kv,
     });
-    return compareAll(got, r, tolerance(i.act));
+    const tol = tolerance(i.act);
+    // q8: the rows' K/V head rows as the kernel stores them, quantized over each head row.
+    if (i.pool.q8) {
+      const offs = writtenRows(i.pool, i.rows, i.rows.map((_, k) => k));
+      tol.kv = quantizeWritten(r.kv, offs, i.pool.hd, got.kv).tol;
+    }
+    return compareAll(got, r, tol);
   },
-  tolerance: (_s, act) => tolerance(act),
+  tolerance: (s, act) => tolerance(act, kv8Of(s)),
   cost(shape, act) {
     const R = Number(shape.R), nq = Number(shape.nq), nkv = Number(shape.nkv), hd = Number(shape.hd);
     const ab = actBytesOf(act);
+    // QKV read, q written, K/V written into the cache (act, or q8 codes and scales).
     return {
-      bytes: R * (nq + 2 * nkv) * hd * ab * 2 + R * 16,
+      bytes: R * (2 * nq + 2 * nkv) * hd * ab + R * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + R * 16,
       flops: R * (nq + nkv) * hd * (shape.qknorm ? 9 : 6),
     };
   },
