@@ -17,7 +17,8 @@
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
-// KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile.
+// KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
+// lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -68,7 +69,9 @@ fn at(t: u32, d8: u32) -> u32 { return t * PRS + d8 + d8 / PV; }
 fn lo8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.x), unpack2x16float(k.y)); }
 fn hi8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.z), unpack2x16float(k.w)); }
 #else
+#ifndef QK8
 var<workgroup> ks: array<vec4<f32>, BK * RS>;
+#endif
 var<workgroup> vs: array<vec4<f32>, BK * RS>;
 #endif
 #ifndef LANE_SUBGROUP
@@ -110,7 +113,11 @@ fn qload(o: u32, s: f32) -> Hv {
 // Dims 8j .. 8j+7 of this lane's slice of the K (V) tile row starting at padded index b, as f32: two vec4s
 // of the f32 tile, or one packed vec4 unpacked (each word read once).
 struct Two { a: vec4<f32>, b: vec4<f32> }
-#ifdef PACKED
+#ifdef QK8
+#include "lib/prefill_qk8.wgsl"
+fn krow(b: u32, j: u32) -> Two { return Two(vec4<f32>(0.0), vec4<f32>(0.0)); }  // unused: K is codes
+fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
+#elif PACKED
 fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
 fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
 #else
@@ -189,6 +196,10 @@ fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
   return r;
 }
 
+#ifdef PKEYS4
+#include "lib/prefill_keys4.wgsl"
+#endif
+
 fn emit(row: u32, qh: u32, b: u32, s: Soft) {
   let ob = row * params.nq * HD + qh * HD + b * 4u;
   let inv = 1.0 / s.l;
@@ -197,6 +208,33 @@ fn emit(row: u32, qh: u32, b: u32, s: Soft) {
     for (var c = 0u; c < 4u; c++) { out[ob + k * 4u + c] = w[k][c] * inv; }
   }
 }
+
+// Padded index of this lane's slice of tile row t (`off`: its offset in a row).
+fn trow(t: u32, off: u32) -> u32 {
+#ifdef PACKED
+  return t * PRS + off;
+#else
+  return t * RS + off;
+#endif
+}
+
+#ifdef QK8
+fn score2(qa: Q8, qb: Q8, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2q(qa, qb, t, lane); }
+#else
+fn score2(qa: Hv, qb: Hv, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2(qa, qb, r); }
+#endif
+
+#ifndef LANE_SUBGROUP
+// Sum of a group's L partial dot products, through workgroup memory.
+fn group_sum(d: vec4<f32>, lid: u32, grp: u32) -> vec4<f32> {
+  sm_dot[lid] = d;
+  workgroupBarrier();
+  var s = vec4<f32>(0.0);
+  for (var x = 0u; x < L; x++) { s += sm_dot[grp * L + x]; }
+  workgroupBarrier();
+  return s;
+}
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -232,8 +270,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let posb = rows[rowb].pos;
   let qha = h * G + va % G;
   let qhb = h * G + vb % G;
+#ifdef QK8
+  let qa = qquant(qload(rowa * nq * HD + qha * HD + b * 4u, params.scale));
+  let qb = qquant(qload(rowb * nq * HD + qhb * HD + b * 4u, params.scale));
+#else
   let qa = qload(rowa * nq * HD + qha * HD + b * 4u, params.scale);
   let qb = qload(rowb * nq * HD + qhb * HD + b * 4u, params.scale);
+#endif
 
   var st: Pair;
   st.a.m = -3.0e38;
@@ -250,36 +293,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       vs[at(t, d8)] = kv[base + nkv * ps * HD / 8u];
     }
 #else
+#ifdef QK8
+    load_k8(lid, kt, nk, prow, pstride, h);
+#endif
     for (var e = lid; e < BK * H4; e += WG) {
       let t = e / H4;
       let d4 = e % H4;
       let j = kt + min(t, nk - 1u);
       let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d4 * 4u;
+#ifndef QK8
       ks[at(t, d4)] = ld4(base);
+#endif
       vs[at(t, d4)] = ld4(base + nkv * ps * HD);
     }
 #endif
     workgroupBarrier();
+#ifdef PKEYS4
+    for (var t = 0u; t < nk; t += 4u) {
+      let t1 = min(t + 1u, nk - 1u);
+      let t2 = min(t + 2u, nk - 1u);
+      let t3 = min(t + 3u, nk - 1u);
+      let r0 = trow(t, off);
+      let r1 = trow(t1, off);
+      let r2 = trow(t2, off);
+      let r3 = trow(t3, off);
+      // (qa·k_t, qb·k_t, qa·k_t1, qb·k_t1) and the same for t2, t3.
+      var d01 = vec4<f32>(score2(qa, qb, t, r0, lane), score2(qa, qb, t1, r1, lane));
+      var d23 = vec4<f32>(score2(qa, qb, t2, r2, lane), score2(qa, qb, t3, r3, lane));
+#ifdef LANE_SUBGROUP
+      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) {
+        d01 += subgroupShuffleXor(d01, mask);
+        d23 += subgroupShuffleXor(d23, mask);
+      }
+#else
+      d01 = group_sum(d01, lid, grp);
+      d23 = group_sum(d23, lid, grp);
+#endif
+      // Causal mask and the pad keys of a tile whose length is not a multiple of 4: weight e^-inf = 0.
+      let j = kt + t;
+      let ok = vec4<bool>(true, t + 1u < nk, t + 2u < nk, t + 3u < nk);
+      let jj = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
+      let neg = vec4<f32>(-3.0e38);
+      let wa = weights4(st.a.m, select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), ok & (jj <= vec4<u32>(posa))));
+      let wb = weights4(st.b.m, select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & (jj <= vec4<u32>(posb))));
+      st = step4(st, wa, wb, r0, r1, r2, r3);
+    }
+#else
     for (var t = 0u; t < nk; t += 2u) {
       let tb = min(t + 1u, nk - 1u);
-#ifdef PACKED
-      let ra = t * PRS + off;
-      let rb = tb * PRS + off;
-#else
-      let ra = t * RS + off;
-      let rb = tb * RS + off;
-#endif
-      let d1 = kdot2(qa, qb, ra);
-      let d2 = kdot2(qa, qb, rb);
-      var d = vec4<f32>(d1, d2);   // (qa·k_t, qb·k_t, qa·k_tb, qb·k_tb)
+      let ra = trow(t, off);
+      let rb = trow(tb, off);
+      var d = vec4<f32>(score2(qa, qb, t, ra, lane), score2(qa, qb, tb, rb, lane));   // (qa·k_t, qb·k_t, qa·k_tb, qb·k_tb)
 #ifdef LANE_SUBGROUP
       for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
 #else
-      sm_dot[lid] = d;
-      workgroupBarrier();
-      d = vec4<f32>(0.0);
-      for (var x = 0u; x < L; x++) { d += sm_dot[grp * L + x]; }
-      workgroupBarrier();
+      d = group_sum(d, lid, grp);
 #endif
       // Causal mask (and the pad key of an odd tile): weight e^-inf = 0.
       let j = kt + t;
@@ -288,6 +356,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let wb = weights(st.b.m, select(-3.0e38, d.y, j <= posb), select(-3.0e38, d.w, j + 1u <= posb && second));
       st = step2(st, wa, wb, ra, rb);
     }
+#endif
     workgroupBarrier();
   }
   if (va < nqb * G) { emit(rowa, qha, b, st.a); }

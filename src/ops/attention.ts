@@ -199,17 +199,20 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   check(Number.isInteger(G), "attentionPrefill", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
   check(a.hd % 8 === 0 && a.hd <= 256 && 256 % (a.hd / 8) === 0, "attentionPrefill", `head_dim ${a.hd} (8·2^k up to 256)`);
   const info = ctx.gpu.info;
-  // The q8 cache's tiles are dequantized to f32 (PACKED is for f16 caches).
+  // The q8 cache's tiles are dequantized to f32 (PACKED is for f16 caches), or with `qk8` its K tile stays
+  // codes for integer q·k (32 dims per lane: one scale block each).
   const packed = prefillTuning.packed && info.f16 && !a.kvScale;
+  const qk8 = prefillTuning.qk8 && !!a.kvScale && a.hd % 32 === 0;
   const q8 = kv8(a);
-  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, packed);
+  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? "qk8" : packed ? "packed" : "f32");
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const useSg = info.subgroups && sg >= t.L;
   await record(ctx, {
     file: "attention_prefill.wgsl",
     defines: {
       ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}),
-      ...(packed ? { PACKED: 1 } : {}), ...q8.defines,
+      ...(packed ? { PACKED: 1 } : {}), ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
+      ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
   }, {
@@ -226,9 +229,12 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * take smaller workgroups until their grid reaches it. Off (0): on the H200 a 512-token prompt's 128
  * workgroups of 256 lanes beat 256 of 128 (attention 9.9 vs 12.2 ms; bench/NOTES.md #34). `packed`: an f16
  * cache's K/V tiles stay f16 in workgroup memory (PACKED; same bits), which lets `bk`, the keys per tile at
- * most, reach 64 (H200: packed with 32-key tiles −5%, with 64-key tiles +0–2%; #48).
+ * most, reach 64 (H200: packed with 32-key tiles −5%, with 64-key tiles +0–2%; #48). `qk8`: a q8 cache's
+ * q·k on integer dot products (lib/prefill_qk8.wgsl; head dims that are multiples of 32; H200 4B prompt of
+ * 16k: 2,499 → 2,647 tok/s, 4k +3%; bundled model's NLL 3.8296 → 3.8300; #54). `keys4`: four keys per
+ * online-softmax step (lib/prefill_keys4.wgsl).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64 };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, qk8: true, keys4: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
@@ -246,16 +252,19 @@ export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typ
  * in every tile, and masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not
  * depend on S.
  */
-export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, packed = false) {
+export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, tile: "f32" | "packed" | "qk8" = "f32") {
   const NV4 = Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
   let WG = 256;
   while (WG > 64 && 2 * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((2 * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
   const QV = WG / L;
   check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
-  const rowBytes = packed ? (hd / 8 + hd / 8 / (NV4 / 2)) * 16 : (hd / 4 + Math.floor(hd / 32)) * 16;
+  // Bytes per key of the K and V tiles: f32 rows padded by one vec4 per 8; packed f16 rows padded by one vec4
+  // per lane; qk8: K codes + block scales, V f32.
+  const f32Row = (hd / 4 + Math.floor(hd / 32)) * 16;
+  const keyBytes = tile === "packed" ? 2 * (hd / 8 + hd / 8 / (NV4 / 2)) * 16 : tile === "qk8" ? hd + (hd / 32) * 4 + f32Row : 2 * f32Row;
   // Sized for the largest workgroup (its reduction slots without subgroups).
   let BK = prefillTuning.bk;
-  while (BK > 4 && 2 * BK * rowBytes + 256 * 16 > maxShared) BK /= 2;
+  while (BK > 4 && BK * keyBytes + 256 * 16 > maxShared) BK /= 2;
   return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
 }

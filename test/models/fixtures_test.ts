@@ -7,7 +7,7 @@ import { Engine } from "../../src/engine/engine.ts";
 import { Scheduler } from "../../src/engine/scheduler.ts";
 import { Gpu } from "../../src/gpu/device.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
-import { FIXTURES, readGolden } from "../util/fixtures.ts";
+import { FIXTURES, readGolden, worstLogit } from "../util/fixtures.ts";
 
 const FIXTURE_NAMES = ["llama", "llama3-rope-scaled", "qwen2", "qwen3", "qwen3-mlx-4bit"];
 // Max |logit − HF logit| allowed (logits here span about ±5). f32 is all-f32 math and meets 1e-5 in practice;
@@ -30,14 +30,8 @@ for (const path of ["f32", "f16"] as const) {
           gpu, contextWindow: 128, maxBatch: 2, logitRows: 64, kvBudget: 16 << 20, warmup: false,
         });
         const g = await readGolden(`${FIXTURES}/${name}`);
-        const got = await engine.forwardLogits(g.inputIds);
-        const V = engine.config.dims.vocab;
-        let worst = 0, at = 0;
-        for (let i = 0; i < g.logits.length; i++) {
-          const d = Math.abs(got[i] - g.logits[i]);
-          if (d > worst) [worst, at] = [d, i];
-        }
-        expect(worst, `max diff ${worst} at position ${Math.floor(at / V)}, token ${at % V}`).toBeLessThan(TOL[path]);
+        const { worst, where } = worstLogit(await engine.forwardLogits(g.inputIds), g.logits, engine.config.dims.vocab);
+        expect(worst, where).toBeLessThan(TOL[path]);
         expect(gpu.takeErrors()).toEqual([]);
       });
 

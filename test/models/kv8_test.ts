@@ -14,7 +14,7 @@ import { Scheduler } from "../../src/engine/scheduler.ts";
 import { ValidationError } from "../../src/errors.ts";
 import { Gpu } from "../../src/gpu/device.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../../src/platform/deno.ts";
-import { FIXTURES, readGolden } from "../util/fixtures.ts";
+import { FIXTURES, readGolden, worstLogit } from "../util/fixtures.ts";
 
 const FIXTURE_NAMES = ["llama", "llama3-rope-scaled", "qwen2", "qwen3", "qwen3-mlx-4bit"];
 const TOL = 0.25;
@@ -31,14 +31,8 @@ describe("8-bit KV cache", () => {
         gpu: await gpuF16(), contextWindow: 128, maxBatch: 2, logitRows: 64, kvBudget: 16 << 20, warmup: false,
         kvCache: "q8",
       });
-      const got = await engine.forwardLogits(g.inputIds);
-      const V = engine.config.dims.vocab;
-      let worst = 0, at = 0;
-      for (let i = 0; i < g.logits.length; i++) {
-        const d = Math.abs(got[i] - g.logits[i]);
-        if (d > worst) [worst, at] = [d, i];
-      }
-      expect(worst, `max diff ${worst} at position ${Math.floor(at / V)}, token ${at % V}`).toBeLessThan(TOL);
+      const { worst, where } = worstLogit(await engine.forwardLogits(g.inputIds), g.logits, engine.config.dims.vocab);
+      expect(worst, where).toBeLessThan(TOL);
       expect(engine.kv.scales?.length).toBe(engine.config.dims.layers);
       expect(engine.gpu.takeErrors()).toEqual([]);
     });

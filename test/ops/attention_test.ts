@@ -13,7 +13,7 @@
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
  *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
- *    kept packed and other key-tile sizes;
+ *    kept packed and other key-tile sizes, also with four keys per softmax step (`keys4`);
  *  - the 8-bit cache (`kv8`: q8 codes + a scale per block, src/lab/ref/kv8.ts; block scales that differ up
  *    to 2× between neighbours, no zero codes): decode (GQA 1/3/4, several splits, odd lengths, head dims
  *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longKv),
@@ -204,6 +204,30 @@ for (const path of ["f16", "f32"] as const) {
         }
       }),
     );
+    test(
+      "prefill, four keys per softmax step (keys4): the checks hold; f32 / packed / 16- and 64-key tiles and 64 lanes give the same bits; q8 with qk8",
+      on(path, async (gpu) => {
+        for (
+          const shape of [
+            { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+            { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
+          ]
+        ) {
+          const base = await withPrefillTuning({ keys4: true, packed: false, bk: 32 }, async () => {
+            await expectCase(gpu, attentionPrefillCase, shape, 13);
+            return outputsOf(gpu, attentionPrefillCase, shape, 13);
+          });
+          for (const t of [{ packed: true, bk: 64 }, { packed: false, bk: 16 }, { packed: false, bk: 32, minGrid: 1e9 }]) {
+            const got = await withPrefillTuning({ keys4: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
+            expectBitwise(got.out, base.out, `prefill keys4 ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
+          }
+        }
+        await withPrefillTuning({ keys4: true }, async () => {
+          await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 14);
+          await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 15);
+        });
+      }),
+    );
     // The q8 decode tunings: four keys per step from raw codes where subgroups allow (the default), eight
     // dims per lane (keys4 off), 64-key splits, and splits of 2·256 keys for rows past longKv.
     const q8Tunings = [{}, { keys4: false }, { split: 64, wg: 128 }, { split: 64, wg: 256, keys4: false }, { longKv: 300 }];
@@ -254,6 +278,15 @@ for (const path of ["f16", "f32"] as const) {
         await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 46);
         await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1 }, 47);
         await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0, kv8: 1 }, 48);
+      }),
+    );
+    test(
+      "q8 cache, prefill with integer q·k (qk8): GQA 3 over several tiles, hd 128 (G 4) and 32, one row",
+      on(path, async (gpu) => {
+        await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 }, 49);
+        await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 50);
+        await expectCase(gpu, attentionPrefillCase, { S: 33, p0: 5, nq: 4, nkv: 1, hd: 32, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 51);
+        await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 52);
       }),
     );
     test(

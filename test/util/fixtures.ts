@@ -24,3 +24,13 @@ export async function readGolden(dir: string): Promise<{ inputIds: number[]; log
     greedyIds: greedy ? [...new Int32Array(greedy)] : null,
   };
 }
+
+/** Largest |got − want| and where: "max diff D at position P, token T" (rows of `vocab` logits). */
+export function worstLogit(got: ArrayLike<number>, want: ArrayLike<number>, vocab: number): { worst: number; where: string } {
+  let worst = 0, at = 0;
+  for (let i = 0; i < want.length; i++) {
+    const d = Math.abs(got[i] - want[i]);
+    if (d > worst) [worst, at] = [d, i];
+  }
+  return { worst, where: `max diff ${worst} at position ${Math.floor(at / vocab)}, token ${at % vocab}` };
+}

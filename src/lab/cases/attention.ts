@@ -5,12 +5,13 @@
  * @module
  */
 import { ShapeError } from "../../errors.ts";
-import { attentionDecode, attentionPrefill, decodeSplit } from "../../ops/attention.ts";
+import { attentionDecode, attentionPrefill, decodeSplit, setPrefillAttentionTuning } from "../../ops/attention.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { attentionRef } from "../ref/attention.ts";
+import { quantizeKv8 } from "../ref/kv8.ts";
 import { ropeInvFreq, ropeRef } from "../ref/rope.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import type { Rng } from "../rng.ts";
@@ -94,11 +95,20 @@ function roped(
   return { q, kv: r.kv, kvTol: w.tol };
 }
 
+/**
+ * Prefill with `qk8`: the kernel quantizes each 32 values of q·scale as the cache does (src/lab/ref/kv8.ts)
+ * and takes q·k on the codes, so the reference takes q = (those values) / scale.
+ */
+function qk8Queries(q: Float64Array, scale: number): Float64Array {
+  const v = quantizeKv8(q.map((x) => Math.fround(x * scale)), 32).values;
+  return v.map((x) => x / scale);
+}
+
 /** The reference output; rows left out of a sample are NaN (not checked). */
 function reference(i: AttentionInputs, qkv = roped(i)): Float64Array {
   const { nq } = i;
   const pool = { ...i.pool, kv: qkv.kv };
-  const r = { ...i, q: qkv.q };
+  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q };
   const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
@@ -259,13 +269,14 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   files: ["attention_prefill.wgsl"],
   summary: "causal attention for a prefill segment (flash attention over the paged cache)",
   // Qwen3-4B, the second 512-token chunk of a prompt.
-  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0 },
-  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0 },
+  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0 },
+  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0 },
   keys: {
     S: "segment rows (consecutive positions of one sequence)",
     p0: "position of the first segment row (KV before it is cached)",
     ...HEAD_KEYS,
     row0: "step rows before the segment (decode rows of another sequence)",
+    qk8: "(kv8, head dim a multiple of 32) 1: q·k on integer dot products, q quantized per 32 values",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -303,6 +314,8 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const { pool } = i;
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
+    if (i.shape.qk8 && !(i.pool.q8 && pool.hd % 32 === 0)) throw new ShapeError("attention: qk8 needs kv8 and a head dim that is a multiple of 32");
+    const prev = setPrefillAttentionTuning({ qk8: !!i.shape.qk8 });
     await attentionPrefill(ctx, {
       rows: set.upload("rows", encodeRows(i.rows)),
       q: set.upload("q", encodeAct(i.q, i.act)),
@@ -317,7 +330,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       pageSize: pool.ps,
       maxPages: pool.maxPages,
       scale: i.scale,
-    });
+    }).finally(() => setPrefillAttentionTuning(prev));
     const maxLen = i.rows[i.rows.length - 1].pos + 1;
     return seal(
       set,
