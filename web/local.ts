@@ -4,6 +4,7 @@
  * @module
  */
 import { Engine } from "../src/engine/engine.ts";
+import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { Scheduler } from "../src/engine/scheduler.ts";
 import { DeviceError, TokenizerError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
@@ -12,6 +13,8 @@ import type { ChatBackend, ChatTurn, ReplyHandlers, ReplyStats, Sampling } from 
 
 export interface LoadOptions {
   contextWindow: number;
+  /** KV cache element type (default act: f16). */
+  kvCache?: KvCacheType;
   /** Weight bytes read so far; then `null` while kernels compile. */
   onProgress?: (done: number, total: number | null) => void;
   /** f16 activations where the adapter has shader-f16 (default true). */
@@ -34,7 +37,7 @@ export class LocalModel implements ChatBackend {
 
   get label(): string {
     const g = this.engine.gpu.info;
-    return `${this.engine.info.name} · ${g.adapter} · ${g.f16 ? "f16" : "f32"}`;
+    return `${this.engine.info.name} · ${g.adapter} · ${g.f16 ? "f16" : "f32"}${this.engine.kv.scales ? " · 8-bit KV" : ""}`;
   }
 
   /**
@@ -51,6 +54,7 @@ export class LocalModel implements ChatBackend {
       engine = await Engine.load(source, {
         gpu,
         contextWindow: opts.contextWindow,
+        kvCache: opts.kvCache,
         maxBatch: 1,
         // The KV pool holds one sequence; a browser GPU shares memory with everything else on the machine.
         kvBudget: 1024 * 2 ** 20,

@@ -15,7 +15,7 @@ import { listServerModels, RemoteModel } from "./remote.ts";
 type Mode = "local" | "remote";
 
 // Kept in localStorage across reloads. The API key is not: it stays in this page only.
-const SETTINGS = ["temperature", "max-tokens", "top-p", "top-k", "min-p", "seed", "system-prompt", "context-window", "server-url"];
+const SETTINGS = ["temperature", "max-tokens", "top-p", "top-k", "min-p", "seed", "system-prompt", "context-window", "kv-cache", "server-url"];
 
 class Playground {
   readonly notices = byId("notices");
@@ -44,9 +44,12 @@ class Playground {
       if (saved !== null) el.value = saved;
       el.addEventListener("change", () => prefs.set(id, el.value));
     }
-    byId("context-window").addEventListener("change", () => {
-      if (this.local && !this.busy) this.loadLocal(this.local.source, false).catch((e) => this.error(e));
-    });
+    // Both shape the KV pool, which is allocated at load: the model is loaded again.
+    for (const id of ["context-window", "kv-cache"]) {
+      byId(id).addEventListener("change", () => {
+        if (this.local && !this.busy) this.loadLocal(this.local.source, false).catch((e) => this.error(e));
+      });
+    }
     for (const b of document.querySelectorAll<HTMLButtonElement>("[data-mode]")) {
       b.addEventListener("click", () => this.setMode(b.dataset.mode as Mode, true));
     }
@@ -103,6 +106,7 @@ class Playground {
     byId("local-panel").hidden = mode !== "local";
     byId("remote-panel").hidden = mode !== "remote";
     byId("context-window").closest("label")!.hidden = mode !== "local";
+    byId("kv-cache").closest("label")!.hidden = mode !== "local";
     if (mode === "local") this.checkGpu();
     else this.connectRemote();
     this.update();
@@ -170,6 +174,7 @@ class Playground {
     try {
       this.local = await LocalModel.load(src, {
         contextWindow: Number(byId<HTMLSelectElement>("context-window").value),
+        kvCache: byId<HTMLSelectElement>("kv-cache").value === "q8" ? "q8" : "act",
         onProgress: (done, total) =>
           total === null
             ? this.progress(`Compiling kernels for ${src.name}`, 1, 1)

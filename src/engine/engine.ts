@@ -113,6 +113,17 @@ export class Engine {
     const eosIds = readEos(json, generation);
     const tokenizer = files.includes("tokenizer.json") ? await Tokenizer.load(source) : null;
     const gpu = opts.gpu ?? await Gpu.create(opts.gpuOptions);
+    // Checked before any weight is read (a device made here is released again).
+    const kvType = opts.kvCache ?? "act";
+    const kvProblem = kvType !== "act" && kvType !== "q8"
+      ? `KV cache type "${kvType}": "act" or "q8"`
+      : kvType === "q8" && !gpu.info.int8Dot
+      ? `the 8-bit KV cache needs WGSL's packed_4x8_integer_dot_product, which ${gpu.info.adapter} lacks`
+      : null;
+    if (kvProblem) {
+      if (!opts.gpu) gpu.destroy();
+      throw new ValidationError(kvProblem, "kvCache");
+    }
     let loader: WeightSource;
     if (opts.weightSource) loader = await opts.weightSource(gpu, config);
     else {
@@ -130,8 +141,6 @@ export class Engine {
     // Prefill rows per step: 2048 when one sequence runs at a time (bigger matmuls fill the GPU: +17% on a
     // 4k prompt, bench/NOTES.md), 512 when other sequences' decode steps share the step and would wait.
     const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-    const kvType = opts.kvCache ?? "act";
-    if (kvType !== "act" && kvType !== "q8") throw new ValidationError(`KV cache type "${kvType}": "act" or "q8"`, "kvCache");
     const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     // The codes buffer of one layer must stay under the binding limit.
     const bindingPerToken = 2 * d.nkv * d.hd * (kvType === "q8" ? 1 : gpu.info.f16 ? 2 : 4);

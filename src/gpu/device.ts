@@ -26,6 +26,8 @@ export interface GpuInfo {
   maxBinding: number;
   maxBuffer: number;
   maxWorkgroupStorage: number;
+  /** Storage buffers one kernel may bind (browsers: often 10). */
+  maxStorageBuffers: number;
   maxInvocations: number;
   uniformAlign: number;
   storageAlign: number;
@@ -106,6 +108,7 @@ export class Gpu {
       maxBinding: dl.maxStorageBufferBindingSize,
       maxBuffer: dl.maxBufferSize,
       maxWorkgroupStorage: dl.maxComputeWorkgroupStorageSize,
+      maxStorageBuffers: dl.maxStorageBuffersPerShaderStage,
       maxInvocations: dl.maxComputeInvocationsPerWorkgroup,
       uniformAlign: dl.minUniformBufferOffsetAlignment,
       storageAlign: dl.minStorageBufferOffsetAlignment,

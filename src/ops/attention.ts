@@ -126,7 +126,11 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   // Four keys per step (lib/decode_keys4.wgsl), with subgroups. It then prepares RoPE inside the
   // kernel at every length, and rows past `longKv` take splits twice as long.
   const keys4 = decodeTuning.keys4 && useSg && (!!a.kvScale || info.f16);
-  const lim = rp ? (keys4 ? NO_LIMIT : Math.min(decodeTuning.ropeMaxKv, NO_LIMIT)) : 0;
+  // The fused variant binds 8 storage buffers, plus q/k norms and the q8 scales: past the device's limit
+  // (browsers: 10) every row takes rope.wgsl and the plain kernel.
+  const fusedBuffers = 8 + (rp?.qNorm ? 2 : 0) + (a.kvScale ? 1 : 0);
+  const canFuse = fusedBuffers <= info.maxStorageBuffers;
+  const lim = rp && canFuse ? (keys4 ? NO_LIMIT : Math.min(decodeTuning.ropeMaxKv, NO_LIMIT)) : 0;
   const split = decodeTuning.split;
   // A split's page list holds 64 pages: with small pages, long splits are left off.
   const long = keys4 && decodeTuning.longKv > 0 && (2 * split) / a.pageSize <= 63 ? decodeTuning.longKv : NO_LIMIT;

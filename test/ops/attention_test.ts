@@ -273,6 +273,19 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
+      // The fused kernel would bind 11; headless Chromium's limit of 10 is the real check (test/web/web_test.ts).
+      "q8 cache with q/k norm under a 10-storage-buffer limit (browsers): RoPE by rope.wgsl, then the plain kernel",
+      on(path, async (gpu) => {
+        const limit = gpu.info.maxStorageBuffers;
+        gpu.info.maxStorageBuffers = 10;
+        try {
+          await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 601, rope: 1, rot: 64, kv8: 1 }, 53);
+        } finally {
+          gpu.info.maxStorageBuffers = limit;
+        }
+      }),
+    );
+    test(
       "q8 cache, prefill: segment at position 37 over several tiles, GQA 3; hd 128 with page size 7; one row",
       on(path, async (gpu) => {
         await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 46);

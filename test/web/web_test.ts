@@ -147,6 +147,25 @@ describe("playground (static build)", () => {
     await page.reload();
     await page.waitForFunction(() => document.body.dataset.ready === "true" || document.querySelector(".notice.error"));
     expect(await page.textContent("#gpu-status")).toContain("flint-coder-19m-mlx-4bit");
+    // The 8-bit KV cache: choosing it loads the model again with a q8 pool, and a greedy reply completes.
+    await page.selectOption("#kv-cache", "q8");
+    await page.waitForFunction(() =>
+      (document.getElementById("gpu-status")?.textContent ?? "").includes("8-bit KV") || document.querySelector(".notice.error")
+    );
+    expect(await page.$$eval(".notice.error", (n) => n.map((e) => e.textContent))).toEqual([]);
+    const before = await page.locator(".msg.assistant").count();
+    await page.fill("#max-tokens", "8");
+    await page.fill("#prompt", USER_TEXT);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((n) => {
+      const m = document.querySelectorAll<HTMLElement>(".msg.assistant")[n];
+      return !!m && m.dataset.state !== "streaming";
+    }, before);
+    const q8reply = page.locator(".msg.assistant").nth(before);
+    expect(await q8reply.getAttribute("data-state"), (await q8reply.textContent()) ?? "").toBe("done");
+    expect((await q8reply.getAttribute("data-token-ids"))!.split(",").length).toBe(8);
+    expect(errors).toEqual([]);
+
     // Deleting it empties the list.
     page.once("dialog", (d) => d.accept());
     await page.click('#cached-models button[aria-label^="Delete"]');
