@@ -127,7 +127,7 @@ export async function main(argv: string[]): Promise<number> {
         `  adapter         ${engine.gpu.info.adapter}${engine.gpu.info.f16 ? " (f16)" : " (f32)"}`,
         `  context window  ${ctxLine}`,
         `  weights         ${size(engine.info.weightBytes)}`,
-        `  KV cache        ${size(mem.kv)} (${engine.kv.freePages} pages of ${
+        `  KV cache        ${size(mem.kv)}${engine.kv.scales ? " 8-bit" : ""} (${engine.kv.freePages} pages of ${
           size(engine.kv.bytesPerPage)
         }), max batch ${engine.maxBatch}`,
         `  models dir      ${modelsDir}`,
