@@ -98,6 +98,12 @@ fn kv8(e: u32) -> Kv8 {
 #endif
 }
 
+// Element offset of key j's K row (this lane's dims at `hoff` in the head): its page from the split's page
+// list (pages p0 ..), then the token within the page.
+fn key_at(j: u32, p0: u32, pstride: u32, hoff: u32) -> u32 {
+  return sm_pages[j / params.ps - p0] * pstride + hoff + (j % params.ps) * HD;
+}
+
 fn q8(o: u32) -> Kv8 {
   return Kv8(vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])),
              vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])));
@@ -204,8 +210,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // pipelining: twice the bytes in flight, half the dependent steps of the online softmax).
   var ja = j0 + min(grp, nj - 1u);
   var jb = j0 + min(grp + KG, nj - 1u);
-  var kba = sm_pages[ja / ps - p0] * pstride + hoff + (ja % ps) * HD;
-  var kbb = sm_pages[jb / ps - p0] * pstride + hoff + (jb % ps) * HD;
+  var kba = key_at(ja, p0, pstride, hoff);
+  var kbb = key_at(jb, p0, pstride, hoff);
   // Four query heads (clamped: heads past G are computed and dropped).
 #ifdef ROPE
   // A split without the new key issues its first loads before the preparation, whose latency then hides
@@ -269,8 +275,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let vb = vnb;
     ja = j0 + min(t + 2u * KG, nj - 1u);
     jb = j0 + min(t + 3u * KG, nj - 1u);
-    kba = sm_pages[ja / ps - p0] * pstride + hoff + (ja % ps) * HD;
-    kbb = sm_pages[jb / ps - p0] * pstride + hoff + (jb % ps) * HD;
+    kba = key_at(ja, p0, pstride, hoff);
+    kbb = key_at(jb, p0, pstride, hoff);
     kna = kv8(kba);
     vna = kv8(kba + pvoff);
     knb = kv8(kbb);

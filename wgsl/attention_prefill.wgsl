@@ -78,6 +78,12 @@ var<workgroup> vs: array<vec4<f32>, BK * RS>;
 var<workgroup> sm_dot: array<vec4<f32>, WG>;
 #endif
 
+// Element offset of key j's row in kv head h of the sequence whose page-table row starts at prow.
+fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
+  let ps = params.ps;
+  return pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD;
+}
+
 #ifndef PACKED
 fn ld4(e: u32) -> vec4<f32> {
 #ifdef KV8
@@ -115,7 +121,6 @@ fn qload(o: u32, s: f32) -> Hv {
 struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef QK8
 #include "lib/prefill_qk8.wgsl"
-fn krow(b: u32, j: u32) -> Two { return Two(vec4<f32>(0.0), vec4<f32>(0.0)); }  // unused: K is codes
 fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
 #elif PACKED
 fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
@@ -125,6 +130,7 @@ fn krow(b: u32, j: u32) -> Two { return Two(ks[b + 2u * j], ks[b + 2u * j + 1u])
 fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
 #endif
 
+#ifndef QK8
 // Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb.
 fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
   var k = krow(kb, 0u);
@@ -145,6 +151,7 @@ fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
 #endif
   return d;
 }
+#endif
 
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
@@ -288,7 +295,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let t = e / H8;
       let d8 = e % H8;
       let j = kt + min(t, nk - 1u);
-      let base = (pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD) / 8u + d8;
+      let base = key_row(prow, pstride, h, j) / 8u + d8;
       ks[at(t, d8)] = kv[base];
       vs[at(t, d8)] = kv[base + nkv * ps * HD / 8u];
     }
@@ -300,7 +307,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let t = e / H4;
       let d4 = e % H4;
       let j = kt + min(t, nk - 1u);
-      let base = pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD + d4 * 4u;
+      let base = key_row(prow, pstride, h, j) + d4 * 4u;
 #ifndef QK8
       ks[at(t, d4)] = ld4(base);
 #endif

@@ -14,7 +14,7 @@ import { WeightLoader, type WeightSource } from "../loader/weights.ts";
 import type { ArchConfig, Architecture } from "../models/model.ts";
 import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
-import { type KvCacheType, kvBytesPerToken, KvPool } from "./kv_pool.ts";
+import { type KvCacheType, kvBytesPerToken, KvPool, kvValueBytesPerToken } from "./kv_pool.ts";
 import { type Activations, allocActivations, type Dims } from "./resources.ts";
 import { Slots } from "./slots.ts";
 import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
@@ -142,8 +142,7 @@ export class Engine {
     // 4k prompt, bench/NOTES.md), 512 when other sequences' decode steps share the step and would wait.
     const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
     const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
-    // The codes buffer of one layer must stay under the binding limit.
-    const bindingPerToken = 2 * d.nkv * d.hd * (kvType === "q8" ? 1 : gpu.info.f16 ? 2 : 4);
+    const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     const budget = opts.kvBudget ?? 4 * 2 ** 30;
     // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
     const fitTokens = Math.floor(Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * d.layers)));

@@ -24,9 +24,15 @@ export interface KvShape {
   type?: KvCacheType;
 }
 
-/** Bytes of K and V of one token in one layer. */
+/** Bytes of K and V of one token in one layer's values buffer (q8: the codes; the binding that can hit the limit). */
+export function kvValueBytesPerToken(nkv: number, hd: number, type: KvCacheType, f16: boolean): number {
+  return 2 * nkv * hd * (type === "q8" ? 1 : f16 ? 2 : 4);
+}
+
+/** Bytes of K and V of one token in one layer (q8: codes and scales). */
 export function kvBytesPerToken(nkv: number, hd: number, type: KvCacheType, f16: boolean): number {
-  return type === "q8" ? 2 * nkv * (hd + (4 * hd) / kv8Block(hd)) : 2 * nkv * hd * (f16 ? 2 : 4);
+  const values = kvValueBytesPerToken(nkv, hd, type, f16);
+  return type === "q8" ? values + (values / kv8Block(hd)) * 4 : values;
 }
 
 export class KvPool {
@@ -41,16 +47,15 @@ export class KvPool {
   #table: Uint32Array;
 
   constructor(readonly gpu: Gpu, readonly shape: KvShape) {
-    const q8 = shape.type === "q8";
-    this.bytesPerPage = kvBytesPerToken(shape.nkv, shape.hd, shape.type ?? "act", gpu.info.f16) * shape.pageSize;
-    // The codes buffer is the binding that can hit the limit (the scales are an eighth of it or less).
-    const layerBytes = 2 * shape.nkv * shape.pageSize * shape.hd * (q8 ? 1 : gpu.info.f16 ? 2 : 4) * shape.numPages;
+    const type = shape.type ?? "act";
+    this.bytesPerPage = kvBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize;
+    const layerBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize * shape.numPages;
     if (layerBytes > gpu.info.maxBinding) {
       throw new CapacityError(`KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, over the ${gpu.info.maxBinding}-byte binding limit`);
     }
     this.layers = Array.from({ length: shape.layers }, (_, l) =>
       gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage: GPUBufferUsage.STORAGE }));
-    this.scales = q8
+    this.scales = type === "q8"
       ? Array.from({ length: shape.layers }, (_, l) =>
         gpu.memory.create("kv", {
           label: `kv_scale.${l}`,

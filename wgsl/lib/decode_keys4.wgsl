@@ -23,12 +23,8 @@ fn rscale(x: Raw) -> f32 { return 1.0; }
 
 struct Pre4 { k0: Raw, v0: Raw, k1: Raw, v1: Raw, k2: Raw, v2: Raw, k3: Raw, v3: Raw }
 
-// Element offset of key j's K row (this lane's 8 dims): its page from the split's page list.
-fn key_at(j: u32, p0: u32, pstride: u32, hoff: u32) -> u32 {
-  return sm_pages[j / params.ps - p0] * pstride + hoff + (j % params.ps) * HD;
-}
-
-// K and V of keys t, t + KG, t + 2·KG, t + 3·KG of the split (clamped to its last key: those are masked).
+// K and V of keys t, t + KG, t + 2·KG, t + 3·KG of the split (clamped to its last key: those are masked;
+// key_at: attention_decode.wgsl).
 fn fetch4(t: u32, j0: u32, nj: u32, p0: u32, pstride: u32, hoff: u32, pvoff: u32) -> Pre4 {
   let e0 = key_at(j0 + min(t, nj - 1u), p0, pstride, hoff);
   let e1 = key_at(j0 + min(t + KG, nj - 1u), p0, pstride, hoff);

@@ -36,18 +36,17 @@ fn kdot2q(qa: Q8, qb: Q8, t: u32, lane: u32) -> vec2<f32> {
 }
 
 // The K tile: codes (4 words of the cache per vec4) and block scales of keys kt .. kt+BK−1 (clamped to the
-// last key: pad rows are masked).
+// last key: pad rows are masked; key_row: attention_prefill.wgsl).
 fn load_k8(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
-  let ps = params.ps;
   for (var e = lid; e < BK * H16; e += WG) {
     let t = e / H16;
     let j = kt + min(t, nk - 1u);
-    let w = (pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD) / 4u + (e % H16) * 4u;
+    let w = key_row(prow, pstride, h, j) / 4u + (e % H16) * 4u;
     kq[e] = vec4<u32>(kv[w], kv[w + 1u], kv[w + 2u], kv[w + 3u]);
   }
   for (var e = lid; e < BK * NB; e += WG) {
     let t = e / NB;
     let j = kt + min(t, nk - 1u);
-    ksc[e] = kvs[(pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD) / 32u + e % NB];
+    ksc[e] = kvs[key_row(prow, pstride, h, j) / 32u + e % NB];
   }
 }
