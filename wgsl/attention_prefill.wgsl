@@ -17,8 +17,11 @@
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
+// PF (PACKED, or QK8 with HPV): the next tile is loaded into registers while this one is computed.
 // KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
-// lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8.
+// lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
+// with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per four keys
+// (lib/prefill_keys4.wgsl).
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -58,12 +61,20 @@ struct Params {
 #endif
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-#ifdef PACKED
+#ifdef VPK
 const PV: u32 = NV4 / 2u;               // packed vec4s (8 dims each) per lane
 override H8: u32 = HD / 8u;             // packed vec4s per head row
 override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
+#ifdef PACKED
 var<workgroup> ks: array<vec4<u32>, BK * PRS>;
+#endif
+#ifdef HPV
+// HPV: the V tile as f16 values, two vec4<f16> per packed position (naga has no u32 → vec2<f16> bitcast).
+var<workgroup> vs: array<vec4<f16>, 2u * BK * PRS>;
+fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[2u * i] = vec4<f16>(x); vs[2u * i + 1u] = vec4<f16>(y); }
+#else
 var<workgroup> vs: array<vec4<u32>, BK * PRS>;
+#endif
 // Padded position of packed vec4 d8 of tile row t.
 fn at(t: u32, d8: u32) -> u32 { return t * PRS + d8 + d8 / PV; }
 fn lo8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.x), unpack2x16float(k.y)); }
@@ -84,7 +95,11 @@ fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
   return pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD;
 }
 
-#ifndef PACKED
+#ifdef PF
+#include "lib/prefill_pf.wgsl"
+#endif
+
+#ifndef VPK
 fn ld4(e: u32) -> vec4<f32> {
 #ifdef KV8
   return kv8_unpack(kv[e / 4u], kvs[e / QB]);
@@ -121,7 +136,18 @@ fn qload(o: u32, s: f32) -> Hv {
 struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef QK8
 #include "lib/prefill_qk8.wgsl"
+#endif
+#ifdef HPV
+fn vrow(b: u32, j: u32) -> Two { return Two(vec4<f32>(vs[2u * (b + j)]), vec4<f32>(vs[2u * (b + j) + 1u])); }
+#endif
+#if QK8
+#ifdef VPK
+#ifndef HPV
+fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
+#endif
+#else
 fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
+#endif
 #elif PACKED
 fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
 fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
@@ -131,25 +157,31 @@ fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u])
 #endif
 
 #ifndef QK8
-// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb.
+// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb: fused
+// multiply-adds in two chains (even and odd vec4s of the lane's dims) added at the end, one instruction per
+// product (dot() and an add take five per four).
+fn fd(d: vec2<f32>, qa: vec4<f32>, qb: vec4<f32>, k: vec4<f32>) -> vec2<f32> {
+  return fma(vec2<f32>(qa.w, qb.w), vec2<f32>(k.w), fma(vec2<f32>(qa.z, qb.z), vec2<f32>(k.z),
+         fma(vec2<f32>(qa.y, qb.y), vec2<f32>(k.y), fma(vec2<f32>(qa.x, qb.x), vec2<f32>(k.x), d))));
+}
 fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
   var k = krow(kb, 0u);
-  var d = vec2<f32>(dot(qa.v0, k.a), dot(qb.v0, k.a));
-  d += vec2<f32>(dot(qa.v1, k.b), dot(qb.v1, k.b));
+  var e = fd(vec2<f32>(0.0), qa.v0, qb.v0, k.a);
+  var o = fd(vec2<f32>(0.0), qa.v1, qb.v1, k.b);
 #if NV4GE4
   k = krow(kb, 1u);
-  d += vec2<f32>(dot(qa.v2, k.a), dot(qb.v2, k.a));
-  d += vec2<f32>(dot(qa.v3, k.b), dot(qb.v3, k.b));
+  e = fd(e, qa.v2, qb.v2, k.a);
+  o = fd(o, qa.v3, qb.v3, k.b);
 #endif
 #if NV4GE8
   k = krow(kb, 2u);
-  d += vec2<f32>(dot(qa.v4, k.a), dot(qb.v4, k.a));
-  d += vec2<f32>(dot(qa.v5, k.b), dot(qb.v5, k.b));
+  e = fd(e, qa.v4, qb.v4, k.a);
+  o = fd(o, qa.v5, qb.v5, k.b);
   k = krow(kb, 3u);
-  d += vec2<f32>(dot(qa.v6, k.a), dot(qb.v6, k.a));
-  d += vec2<f32>(dot(qa.v7, k.b), dot(qb.v7, k.b));
+  e = fd(e, qa.v6, qb.v6, k.a);
+  o = fd(o, qa.v7, qb.v7, k.b);
 #endif
-  return d;
+  return e + o;
 }
 #endif
 
@@ -218,7 +250,7 @@ fn emit(row: u32, qh: u32, b: u32, s: Soft) {
 
 // Padded index of this lane's slice of tile row t (`off`: its offset in a row).
 fn trow(t: u32, off: u32) -> u32 {
-#ifdef PACKED
+#ifdef VPK
   return t * PRS + off;
 #else
   return t * RS + off;
@@ -262,10 +294,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let grp = lid / L;
   let lane = lid % L;
   let b = lane * NV4;              // first vec4 of this lane's dims
-#ifdef PACKED
+#ifdef VPK
   let off = lane * (PV + 1u);      // its padded offset in a tile row
 #else
-  let off = b + lane;              // its padded offset in a tile row (b + b/8)
+  let off = b + b / 8u;            // its padded offset in a tile row
 #endif
   let va = grp;
   let vb = grp + QV;
@@ -288,9 +320,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var st: Pair;
   st.a.m = -3.0e38;
   st.b.m = -3.0e38;
+#ifdef PF
+  var pf = pf_load(lid, 0u, min(BK, kmax), prow, pstride, h);
+#endif
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
-#ifdef PACKED
+#ifdef PF
+    pf_store(lid, pf);
+    workgroupBarrier();
+    if (kt + BK < kmax) { pf = pf_load(lid, kt + BK, min(BK, kmax - kt - BK), prow, pstride, h); }
+#elif PACKED
     for (var e = lid; e < BK * H8; e += WG) {
       let t = e / H8;
       let d8 = e % H8;
@@ -303,6 +342,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #ifdef QK8
     load_k8(lid, kt, nk, prow, pstride, h);
 #endif
+#ifdef VPK
+    // QK8 with VPK (HPV): V dequantized and rounded to f16.
+    for (var e = lid; e < BK * H8; e += WG) {
+      let t = e / H8;
+      let d8 = e % H8;
+      let c = key_row(prow, pstride, h, kt + min(t, nk - 1u)) + nkv * ps * HD + d8 * 8u;
+      let s = kvs[c / QB];
+      let x = kv8_unpack(kv[c / 4u], s);
+      let y = kv8_unpack(kv[c / 4u + 1u], s);
+      vput(at(t, d8), x, y);
+    }
+#else
     for (var e = lid; e < BK * H4; e += WG) {
       let t = e / H4;
       let d4 = e % H4;
@@ -314,7 +365,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       vs[at(t, d4)] = ld4(base + nkv * ps * HD);
     }
 #endif
+#endif
+#ifndef PF
     workgroupBarrier();
+#endif
 #ifdef PKEYS4
     for (var t = 0u; t < nk; t += 4u) {
       let t1 = min(t + 1u, nk - 1u);

@@ -207,16 +207,26 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   // codes for integer q·k (32 dims per lane: one scale block each).
   const packed = prefillTuning.packed && info.f16 && !a.kvScale;
   const qk8 = prefillTuning.qk8 && !!a.kvScale && a.hd % 32 === 0;
+  // HPV (q8 with qk8): V tile rounded to f16, P·V summed in f16 per four keys; four-key steps only.
+  const hpv = prefillTuning.hpv && info.f16 && prefillTuning.keys4 && qk8;
+  const vpk = packed || hpv;
   const q8 = kv8(a);
-  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? "qk8" : packed ? "packed" : "f32");
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
+  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32");
   const useSg = info.subgroups && sg >= t.L;
+  // PF: units of the next tile per lane (f16: K and V 8 dims each; q8: K 16 codes, V 8 codes) within the
+  // registers lib/prefill_pf.wgsl names (and one K scale per lane).
+  const units = (n: number) => Math.ceil(n / t.WG);
+  const pf = prefillTuning.pf && (packed ? units((t.BK * a.hd) / 8) <= 4 : hpv && units((t.BK * a.hd) / 16) <= 2 &&
+    units((t.BK * a.hd) / 8) <= 4 && (t.BK * a.hd) / 32 <= t.WG);
   await record(ctx, {
     file: "attention_prefill.wgsl",
     defines: {
       ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}),
-      ...(packed ? { PACKED: 1 } : {}), ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
+      ...(packed ? { PACKED: 1 } : {}), ...(vpk ? { VPK: 1 } : {}), ...(hpv ? { HPV: 1 } : {}),
+      ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
       ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}),
+      ...(pf ? { PF: 1, ...(packed ? { NPF: units((t.BK * a.hd) / 8) } : { NPF: units((t.BK * a.hd) / 16), NPV: units((t.BK * a.hd) / 8) }) } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
   }, {
@@ -236,9 +246,13 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * most, reach 64 (H200: packed with 32-key tiles −5%, with 64-key tiles +0–2%; #48). `qk8`: a q8 cache's
  * q·k on integer dot products (lib/prefill_qk8.wgsl; head dims that are multiples of 32; H200 4B prompt of
  * 16k: 2,499 → 2,647 tok/s, 4k +3%; bundled model's NLL 3.8296 → 3.8300; #54). `keys4`: four keys per
- * online-softmax step (lib/prefill_keys4.wgsl).
+ * online-softmax step (lib/prefill_keys4.wgsl). `pf`: the next K/V tile is loaded into registers while this
+ * one is computed (lib/prefill_pf.wgsl; f16 cache, and q8 with `hpv`; same bits; H200, one 4B layer of 2048
+ * rows at depth 12k: 22.3 → 20.3 ms with q·k as fused multiply-adds, q8 17.2 → 16.2 ms; bench/NOTES.md
+ * #57–#59). `hpv` (q8 with qk8): the V tile rounded to f16 and P·V summed in f16 per four keys (18.4 → 17.2
+ * ms; with the f16 cache it gained nothing over `pf`, so it is not used there).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64, qk8: true, keys4: true };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, qk8: true, keys4: true, hpv: true, pf: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
@@ -256,7 +270,7 @@ export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typ
  * in every tile, and masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not
  * depend on S.
  */
-export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, tile: "f32" | "packed" | "qk8" = "f32") {
+export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, tile: "f32" | "packed" | "qk8" | "qk8h" = "f32") {
   const NV4 = Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
   let WG = 256;
@@ -266,7 +280,9 @@ export function prefillTiles(hd: number, G: number, maxShared: number, S = Infin
   // Bytes per key of the K and V tiles: f32 rows padded by one vec4 per 8; packed f16 rows padded by one vec4
   // per lane; qk8: K codes + block scales, V f32.
   const f32Row = (hd / 4 + Math.floor(hd / 32)) * 16;
-  const keyBytes = tile === "packed" ? 2 * (hd / 8 + hd / 8 / (NV4 / 2)) * 16 : tile === "qk8" ? hd + (hd / 32) * 4 + f32Row : 2 * f32Row;
+  const packedRow = (hd / 8 + hd / 8 / (NV4 / 2)) * 16;
+  const k8Row = hd + (hd / 32) * 4;
+  const keyBytes = tile === "packed" ? 2 * packedRow : tile === "qk8" ? k8Row + f32Row : tile === "qk8h" ? k8Row + packedRow : 2 * f32Row;
   // Sized for the largest workgroup (its reduction slots without subgroups).
   let BK = prefillTuning.bk;
   while (BK > 4 && BK * keyBytes + 256 * 16 > maxShared) BK /= 2;

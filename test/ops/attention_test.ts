@@ -13,7 +13,9 @@
  *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
  *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
  *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
- *    kept packed and other key-tile sizes, also with four keys per softmax step (`keys4`);
+ *    kept packed (with the next tile loaded during this one, `pf`, and without) and other key-tile sizes,
+ *    also with four keys per softmax step (`keys4`); q8 with qk8: the V tile in f16 with P·V summed in f16
+ *    per four keys (`hpv`, default) and in f32, over 1.6k keys too, HPV bit-identical across tile shapes;
  *  - the 8-bit cache (`kv8`: q8 codes + a scale per block, src/lab/ref/kv8.ts; block scales that differ up
  *    to 2× between neighbours, no zero codes): decode (GQA 1/3/4, several splits, odd lengths, head dims
  *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longKv),
@@ -194,7 +196,7 @@ for (const path of ["f16", "f32"] as const) {
           ]
         ) {
           const base = await withPrefillTuning({ packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
-          for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: false, bk: 16 }]) {
+          for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: true, bk: 64, pf: false }, { packed: false, bk: 16 }]) {
             const got = await withPrefillTuning(t, async () => {
               await expectCase(gpu, attentionPrefillCase, shape, 12);
               return outputsOf(gpu, attentionPrefillCase, shape, 12);
@@ -226,6 +228,28 @@ for (const path of ["f16", "f32"] as const) {
           await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 14);
           await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 15);
         });
+      }),
+    );
+    test(
+      "prefill, q8 with qk8: V in f16 with P·V summed in f16 per four keys (HPV) and the f32 V tile both hold the checks, over 1.6k keys too; HPV's bits do not depend on the tile or workgroup shape",
+      on(path, async (gpu) => {
+        const shapes = [
+          { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 },
+          { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 },
+        ];
+        for (const hpv of [true, false]) {
+          await withPrefillTuning({ hpv }, async () => {
+            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 16 + i);
+            await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 18);
+          });
+        }
+        for (const shape of shapes) {
+          const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
+          for (const t of [{ bk: 16 }, { bk: 32 }, { minGrid: 1e9 }]) {
+            const got = await withPrefillTuning({ hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
+            expectBitwise(got.out, base.out, `prefill q8 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
+          }
+        }
       }),
     );
     // The q8 decode tunings: four keys per step from raw codes where subgroups allow (the default), eight

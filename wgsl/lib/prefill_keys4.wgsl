@@ -15,6 +15,60 @@ fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: ve
   return o * w.c + w.p.x * x0 + w.p.y * x1 + w.p.z * x2 + w.p.w * x3;
 }
 
+#ifdef HPV
+// HPV (V tile as f16 words, VPK): the four keys' weighted V rows summed in f16 (packed f16 FMAs, two dims
+// per instruction, no unpacking), then added to the f32 state: per 8 dims and vector 16 f16 FMAs, 8
+// conversions and 8 f32 FMAs instead of 32 FMAs, 8 multiplies and a share of 32 conversions. The partial
+// carries f16 rounding of four products (p ≤ 1), not the running sum.
+fn part(i0: u32, i1: u32, i2: u32, i3: u32, h: vec4<f16>) -> Two {
+  let h0 = vec4<f16>(h.x);
+  let h1 = vec4<f16>(h.y);
+  let h2 = vec4<f16>(h.z);
+  let h3 = vec4<f16>(h.w);
+  let lo = fma(vs[2u * i3], h3, fma(vs[2u * i2], h2, fma(vs[2u * i1], h1, vs[2u * i0] * h0)));
+  let hi = fma(vs[2u * i3 + 1u], h3, fma(vs[2u * i2 + 1u], h2, fma(vs[2u * i1 + 1u], h1, vs[2u * i0 + 1u] * h0)));
+  return Two(vec4<f32>(lo), vec4<f32>(hi));
+}
+
+fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
+  var r: Pair;
+  r.a.m = wa.mn;
+  r.b.m = wb.mn;
+  r.a.l = s.a.l * wa.c + (wa.p.x + wa.p.y) + (wa.p.z + wa.p.w);
+  r.b.l = s.b.l * wb.c + (wb.p.x + wb.p.y) + (wb.p.z + wb.p.w);
+  let ha = vec4<f16>(wa.p);
+  let hb = vec4<f16>(wb.p);
+  var ta = part(r0, r1, r2, r3, ha);
+  var tb = part(r0, r1, r2, r3, hb);
+  r.a.o.v0 = s.a.o.v0 * wa.c + ta.a;
+  r.a.o.v1 = s.a.o.v1 * wa.c + ta.b;
+  r.b.o.v0 = s.b.o.v0 * wb.c + tb.a;
+  r.b.o.v1 = s.b.o.v1 * wb.c + tb.b;
+#if NV4GE4
+  ta = part(r0 + 1u, r1 + 1u, r2 + 1u, r3 + 1u, ha);
+  tb = part(r0 + 1u, r1 + 1u, r2 + 1u, r3 + 1u, hb);
+  r.a.o.v2 = s.a.o.v2 * wa.c + ta.a;
+  r.a.o.v3 = s.a.o.v3 * wa.c + ta.b;
+  r.b.o.v2 = s.b.o.v2 * wb.c + tb.a;
+  r.b.o.v3 = s.b.o.v3 * wb.c + tb.b;
+#endif
+#if NV4GE8
+  ta = part(r0 + 2u, r1 + 2u, r2 + 2u, r3 + 2u, ha);
+  tb = part(r0 + 2u, r1 + 2u, r2 + 2u, r3 + 2u, hb);
+  r.a.o.v4 = s.a.o.v4 * wa.c + ta.a;
+  r.a.o.v5 = s.a.o.v5 * wa.c + ta.b;
+  r.b.o.v4 = s.b.o.v4 * wb.c + tb.a;
+  r.b.o.v5 = s.b.o.v5 * wb.c + tb.b;
+  ta = part(r0 + 3u, r1 + 3u, r2 + 3u, r3 + 3u, ha);
+  tb = part(r0 + 3u, r1 + 3u, r2 + 3u, r3 + 3u, hb);
+  r.a.o.v6 = s.a.o.v6 * wa.c + ta.a;
+  r.a.o.v7 = s.a.o.v7 * wa.c + ta.b;
+  r.b.o.v6 = s.b.o.v6 * wb.c + tb.a;
+  r.b.o.v7 = s.b.o.v7 * wb.c + tb.b;
+#endif
+  return r;
+}
+#else
 // Adds four keys (V rows at padded indices r0..r3) to both query vectors' states.
 fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
   var r: Pair;
@@ -60,3 +114,4 @@ fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
 #endif
   return r;
 }
+#endif

@@ -1,0 +1,45 @@
+/**
+ * Prefill attention alone, per tuning: the lab case (src/lab/cases/attention.ts, random inputs) at a real
+ * shape, timed with timestamp queries, each config bound in turn on the same inputs.
+ *   deno run -A bench/pattn_probe.ts [--rows 2048] [--depth 12288] [--heads 32,8,128] [--iters 5] [--kv-cache act|q8]
+ *     [--configs '[{"pf":false},{}]']   (prefill-attention tunings: setPrefillAttentionTuning in src/ops/attention.ts)
+ * Prints ms per call (median of the steady samples: the first ones on a fresh machine carry first-use costs)
+ * and TFLOP/s (4·keys·nq·hd per call). Defaults: one layer of the 4B chunk "prefill at 12k–14k" times.
+ * @module
+ */
+import { kvCacheFlag, parseFlags } from "../src/cli/args.ts";
+import { Gpu } from "../src/gpu/device.ts";
+import { attentionPrefillCase } from "../src/lab/cases/attention.ts";
+import { timeBound } from "../src/lab/harness.ts";
+import { Rng } from "../src/lab/rng.ts";
+import { setPrefillAttentionTuning } from "../src/ops/attention.ts";
+
+const f = parseFlags(Deno.args, { rows: "number", depth: "number", heads: "string", iters: "number", "kv-cache": "string", configs: "string" } as const);
+const S = f.rows ?? 2048, p0 = f.depth ?? 12288, iters = f.iters ?? 5;
+const [nq, nkv, hd] = (f.heads ?? "32,8,128").split(",").map(Number);
+const kv8 = kvCacheFlag(f["kv-cache"]) === "q8" ? 1 : 0;
+const configs: Parameters<typeof setPrefillAttentionTuning>[0][] = JSON.parse(f.configs ?? "[{}]");
+
+const gpu = await Gpu.create({ f16: true });
+console.log(`${gpu.info.adapter}: ${S} rows at depth ${p0}, heads ${nq}/${nkv} × ${hd}, ${kv8 ? "q8" : "f16"} cache`);
+// qk8 is a shape key of the case (its reference quantizes q alike); the tuning's own default applies here.
+const shape = { S, p0, nq, nkv, hd, ps: 16, row0: 0, kv8, qk8: kv8 && hd % 32 === 0 ? 1 : 0 };
+const inputs = attentionPrefillCase.make(shape, new Rng(1), { act: gpu.info.f16 ? "f16" : "f32", maxBinding: gpu.info.maxBinding });
+const flops = 4 * (S * p0 + (S * (S + 1)) / 2) * nq * hd;
+for (const c of configs) {
+  const prev = setPrefillAttentionTuning(c);
+  try {
+    inputs.shape = { ...shape, qk8: c.qk8 === false ? 0 : shape.qk8 };
+    const bound = await attentionPrefillCase.bind(gpu, inputs);
+    try {
+      const t = await timeBound(bound, iters);
+      const steady = t.samples.slice(Math.min(2, t.samples.length - 1)).sort((a, b) => a - b);
+      const ms = steady[Math.floor(steady.length / 2)];
+      console.log(`${JSON.stringify(c).padEnd(30)} ${ms.toFixed(3)} ms  ${(flops / ms / 1e9).toFixed(1)} TFLOP/s  [${t.samples.map((x) => x.toFixed(2)).join(" ")}]`);
+    } finally {
+      bound.destroy();
+    }
+  } finally {
+    setPrefillAttentionTuning(prev);
+  }
+}
