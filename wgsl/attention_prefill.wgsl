@@ -136,15 +136,9 @@ fn qload(o: u32, s: f32) -> Hv {
 struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef QK8
 #include "lib/prefill_qk8.wgsl"
-#endif
 #ifdef HPV
+// (step2's reader; the four-key step sums the f16 rows itself)
 fn vrow(b: u32, j: u32) -> Two { return Two(vec4<f32>(vs[2u * (b + j)]), vec4<f32>(vs[2u * (b + j) + 1u])); }
-#endif
-#if QK8
-#ifdef VPK
-#ifndef HPV
-fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
-#endif
 #else
 fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
 #endif
