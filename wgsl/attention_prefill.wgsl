@@ -17,7 +17,8 @@
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
-// PF (PACKED, or QK8 with HPV): the next tile is loaded into registers while this one is computed.
+// Tile loads: lib/prefill_tile.wgsl; PF (PACKED, or QK8 with HPV): the next tile is loaded into registers
+// while this one is computed.
 // KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per four keys
@@ -95,9 +96,7 @@ fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
   return pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD;
 }
 
-#ifdef PF
-#include "lib/prefill_pf.wgsl"
-#endif
+#include "lib/prefill_tile.wgsl"
 
 #ifndef VPK
 fn ld4(e: u32) -> vec4<f32> {
@@ -323,44 +322,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     pf_store(lid, pf);
     workgroupBarrier();
     if (kt + BK < kmax) { pf = pf_load(lid, kt + BK, min(BK, kmax - kt - BK), prow, pstride, h); }
-#elif PACKED
-    for (var e = lid; e < BK * H8; e += WG) {
-      let t = e / H8;
-      let d8 = e % H8;
-      let j = kt + min(t, nk - 1u);
-      let base = key_row(prow, pstride, h, j) / 8u + d8;
-      ks[at(t, d8)] = kv[base];
-      vs[at(t, d8)] = kv[base + nkv * ps * HD / 8u];
-    }
 #else
-#ifdef QK8
-    load_k8(lid, kt, nk, prow, pstride, h);
-#endif
-#ifdef VPK
-    // QK8 with VPK (HPV): V dequantized and rounded to f16.
-    for (var e = lid; e < BK * H8; e += WG) {
-      let t = e / H8;
-      let d8 = e % H8;
-      let c = key_row(prow, pstride, h, kt + min(t, nk - 1u)) + nkv * ps * HD + d8 * 8u;
-      let s = kvs[c / QB];
-      let x = kv8_unpack(kv[c / 4u], s);
-      let y = kv8_unpack(kv[c / 4u + 1u], s);
-      vput(at(t, d8), x, y);
-    }
-#else
-    for (var e = lid; e < BK * H4; e += WG) {
-      let t = e / H4;
-      let d4 = e % H4;
-      let j = kt + min(t, nk - 1u);
-      let base = key_row(prow, pstride, h, j) + d4 * 4u;
-#ifndef QK8
-      ks[at(t, d4)] = ld4(base);
-#endif
-      vs[at(t, d4)] = ld4(base + nkv * ps * HD);
-    }
-#endif
-#endif
-#ifndef PF
+    load_tile(lid, kt, nk, prow, pstride, h);
     workgroupBarrier();
 #endif
 #ifdef PKEYS4

@@ -215,7 +215,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32");
   const useSg = info.subgroups && sg >= t.L;
   // PF: units of the next tile per lane (f16: K and V 8 dims each; q8: K 16 codes, V 8 codes) within the
-  // registers lib/prefill_pf.wgsl names (and one K scale per lane).
+  // registers lib/prefill_tile.wgsl names (and one K scale per lane).
   const units = (n: number) => Math.ceil(n / t.WG);
   const pf = prefillTuning.pf && (packed ? units((t.BK * a.hd) / 8) <= 4 : hpv && units((t.BK * a.hd) / 16) <= 2 &&
     units((t.BK * a.hd) / 8) <= 4 && (t.BK * a.hd) / 32 <= t.WG);
@@ -247,7 +247,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * q·k on integer dot products (lib/prefill_qk8.wgsl; head dims that are multiples of 32; H200 4B prompt of
  * 16k: 2,499 → 2,647 tok/s, 4k +3%; bundled model's NLL 3.8296 → 3.8300; #54). `keys4`: four keys per
  * online-softmax step (lib/prefill_keys4.wgsl). `pf`: the next K/V tile is loaded into registers while this
- * one is computed (lib/prefill_pf.wgsl; f16 cache, and q8 with `hpv`; same bits; H200, one 4B layer of 2048
+ * one is computed (lib/prefill_tile.wgsl; f16 cache, and q8 with `hpv`; same bits; H200, one 4B layer of 2048
  * rows at depth 12k: 22.3 → 20.3 ms with q·k as fused multiply-adds, q8 17.2 → 16.2 ms; bench/NOTES.md
  * #57–#59). `hpv` (q8 with qk8): the V tile rounded to f16 and P·V summed in f16 per four keys (18.4 → 17.2
  * ms; with the f16 cache it gained nothing over `pf`, so it is not used there).

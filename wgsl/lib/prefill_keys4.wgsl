@@ -11,6 +11,16 @@ fn weights4(m: f32, d: vec4<f32>) -> W4 {
   return W4(mn, exp(m - mn), exp(d - vec4<f32>(mn)));
 }
 
+// Both vectors' new max and sum of weights (their o is set by the step).
+fn ml4(s: Pair, wa: W4, wb: W4) -> Pair {
+  var r: Pair;
+  r.a.m = wa.mn;
+  r.b.m = wb.mn;
+  r.a.l = s.a.l * wa.c + (wa.p.x + wa.p.y) + (wa.p.z + wa.p.w);
+  r.b.l = s.b.l * wb.c + (wb.p.x + wb.p.y) + (wb.p.z + wb.p.w);
+  return r;
+}
+
 fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>) -> vec4<f32> {
   return o * w.c + w.p.x * x0 + w.p.y * x1 + w.p.z * x2 + w.p.w * x3;
 }
@@ -19,63 +29,59 @@ fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: ve
 // HPV (V tile as f16 words, VPK): the four keys' weighted V rows summed in f16 (packed f16 FMAs, two dims
 // per instruction, no unpacking), then added to the f32 state: per 8 dims and vector 16 f16 FMAs, 8
 // conversions and 8 f32 FMAs instead of 32 FMAs, 8 multiplies and a share of 32 conversions. The partial
-// carries f16 rounding of four products (p ≤ 1), not the running sum.
-fn part(i0: u32, i1: u32, i2: u32, i3: u32, h: vec4<f16>) -> Two {
-  let h0 = vec4<f16>(h.x);
-  let h1 = vec4<f16>(h.y);
-  let h2 = vec4<f16>(h.z);
-  let h3 = vec4<f16>(h.w);
-  let lo = fma(vs[2u * i3], h3, fma(vs[2u * i2], h2, fma(vs[2u * i1], h1, vs[2u * i0] * h0)));
-  let hi = fma(vs[2u * i3 + 1u], h3, fma(vs[2u * i2 + 1u], h2, fma(vs[2u * i1 + 1u], h1, vs[2u * i0 + 1u] * h0)));
-  return Two(vec4<f32>(lo), vec4<f32>(hi));
+// carries f16 rounding of four products (p ≤ 1), not the running sum. part: both vectors' partials of 8
+// dims (packed positions i0..i3 of the four keys), each V value read once for both.
+struct Part { a: Two, b: Two }
+fn part(i0: u32, i1: u32, i2: u32, i3: u32, ha: vec4<f16>, hb: vec4<f16>) -> Part {
+  let x0 = vs[2u * i0];
+  let x1 = vs[2u * i1];
+  let x2 = vs[2u * i2];
+  let x3 = vs[2u * i3];
+  let y0 = vs[2u * i0 + 1u];
+  let y1 = vs[2u * i1 + 1u];
+  let y2 = vs[2u * i2 + 1u];
+  let y3 = vs[2u * i3 + 1u];
+  return Part(Two(vec4<f32>(sum4h(x0, x1, x2, x3, ha)), vec4<f32>(sum4h(y0, y1, y2, y3, ha))),
+              Two(vec4<f32>(sum4h(x0, x1, x2, x3, hb)), vec4<f32>(sum4h(y0, y1, y2, y3, hb))));
+}
+fn sum4h(x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>, h: vec4<f16>) -> vec4<f16> {
+  return fma(x3, vec4<f16>(h.w), fma(x2, vec4<f16>(h.z), fma(x1, vec4<f16>(h.y), x0 * vec4<f16>(h.x))));
 }
 
 fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
-  var r: Pair;
-  r.a.m = wa.mn;
-  r.b.m = wb.mn;
-  r.a.l = s.a.l * wa.c + (wa.p.x + wa.p.y) + (wa.p.z + wa.p.w);
-  r.b.l = s.b.l * wb.c + (wb.p.x + wb.p.y) + (wb.p.z + wb.p.w);
+  var r = ml4(s, wa, wb);
   let ha = vec4<f16>(wa.p);
   let hb = vec4<f16>(wb.p);
-  var ta = part(r0, r1, r2, r3, ha);
-  var tb = part(r0, r1, r2, r3, hb);
-  r.a.o.v0 = s.a.o.v0 * wa.c + ta.a;
-  r.a.o.v1 = s.a.o.v1 * wa.c + ta.b;
-  r.b.o.v0 = s.b.o.v0 * wb.c + tb.a;
-  r.b.o.v1 = s.b.o.v1 * wb.c + tb.b;
+  var t = part(r0, r1, r2, r3, ha, hb);
+  r.a.o.v0 = s.a.o.v0 * wa.c + t.a.a;
+  r.a.o.v1 = s.a.o.v1 * wa.c + t.a.b;
+  r.b.o.v0 = s.b.o.v0 * wb.c + t.b.a;
+  r.b.o.v1 = s.b.o.v1 * wb.c + t.b.b;
 #if NV4GE4
-  ta = part(r0 + 1u, r1 + 1u, r2 + 1u, r3 + 1u, ha);
-  tb = part(r0 + 1u, r1 + 1u, r2 + 1u, r3 + 1u, hb);
-  r.a.o.v2 = s.a.o.v2 * wa.c + ta.a;
-  r.a.o.v3 = s.a.o.v3 * wa.c + ta.b;
-  r.b.o.v2 = s.b.o.v2 * wb.c + tb.a;
-  r.b.o.v3 = s.b.o.v3 * wb.c + tb.b;
+  t = part(r0 + 1u, r1 + 1u, r2 + 1u, r3 + 1u, ha, hb);
+  r.a.o.v2 = s.a.o.v2 * wa.c + t.a.a;
+  r.a.o.v3 = s.a.o.v3 * wa.c + t.a.b;
+  r.b.o.v2 = s.b.o.v2 * wb.c + t.b.a;
+  r.b.o.v3 = s.b.o.v3 * wb.c + t.b.b;
 #endif
 #if NV4GE8
-  ta = part(r0 + 2u, r1 + 2u, r2 + 2u, r3 + 2u, ha);
-  tb = part(r0 + 2u, r1 + 2u, r2 + 2u, r3 + 2u, hb);
-  r.a.o.v4 = s.a.o.v4 * wa.c + ta.a;
-  r.a.o.v5 = s.a.o.v5 * wa.c + ta.b;
-  r.b.o.v4 = s.b.o.v4 * wb.c + tb.a;
-  r.b.o.v5 = s.b.o.v5 * wb.c + tb.b;
-  ta = part(r0 + 3u, r1 + 3u, r2 + 3u, r3 + 3u, ha);
-  tb = part(r0 + 3u, r1 + 3u, r2 + 3u, r3 + 3u, hb);
-  r.a.o.v6 = s.a.o.v6 * wa.c + ta.a;
-  r.a.o.v7 = s.a.o.v7 * wa.c + ta.b;
-  r.b.o.v6 = s.b.o.v6 * wb.c + tb.a;
-  r.b.o.v7 = s.b.o.v7 * wb.c + tb.b;
+  t = part(r0 + 2u, r1 + 2u, r2 + 2u, r3 + 2u, ha, hb);
+  r.a.o.v4 = s.a.o.v4 * wa.c + t.a.a;
+  r.a.o.v5 = s.a.o.v5 * wa.c + t.a.b;
+  r.b.o.v4 = s.b.o.v4 * wb.c + t.b.a;
+  r.b.o.v5 = s.b.o.v5 * wb.c + t.b.b;
+  t = part(r0 + 3u, r1 + 3u, r2 + 3u, r3 + 3u, ha, hb);
+  r.a.o.v6 = s.a.o.v6 * wa.c + t.a.a;
+  r.a.o.v7 = s.a.o.v7 * wa.c + t.a.b;
+  r.b.o.v6 = s.b.o.v6 * wb.c + t.b.a;
+  r.b.o.v7 = s.b.o.v7 * wb.c + t.b.b;
 #endif
   return r;
 }
 #else
 // Adds four keys (V rows at padded indices r0..r3) to both query vectors' states.
 fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
-  var r: Pair;
-  r.a.m = wa.mn;
-  r.b.m = wb.mn;
-  r.a.l = s.a.l * wa.c + (wa.p.x + wa.p.y) + (wa.p.z + wa.p.w);
-  r.b.l = s.b.l * wb.c + (wb.p.x + wb.p.y) + (wb.p.z + wb.p.w);
+  var r = ml4(s, wa, wb);
   var x0 = vrow(r0, 0u);
   var x1 = vrow(r1, 0u);
   var x2 = vrow(r2, 0u);

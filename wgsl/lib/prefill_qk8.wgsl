@@ -35,18 +35,18 @@ fn kdot2q(qa: Q8, qb: Q8, t: u32, lane: u32) -> vec2<f32> {
   return vec2<f32>(f32(idot8(qa.w0, qa.w1, k0, k1)) * qa.s, f32(idot8(qb.w0, qb.w1, k0, k1)) * qb.s) * sk;
 }
 
-// The K tile: codes (4 words of the cache per vec4) and block scales of keys kt .. kt+BK−1 (clamped to the
-// last key: pad rows are masked; key_row: attention_prefill.wgsl).
+// K tile unit e (row e / H16): 16 codes of keys kt .. kt+BK−1 (clamped to the last key: pad rows are masked;
+// key_row: attention_prefill.wgsl), and scale unit e (row e / NB): one block scale.
+fn k8_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> vec4<u32> {
+  let w = key_row(prow, pstride, h, kt + min(e / H16, nk - 1u)) / 4u + (e % H16) * 4u;
+  return vec4<u32>(kv[w], kv[w + 1u], kv[w + 2u], kv[w + 3u]);
+}
+fn k8_scale(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> f32 {
+  return kvs[key_row(prow, pstride, h, kt + min(e / NB, nk - 1u)) / 32u + e % NB];
+}
+
+// The K tile: codes (4 words of the cache per vec4) and block scales.
 fn load_k8(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
-  for (var e = lid; e < BK * H16; e += WG) {
-    let t = e / H16;
-    let j = kt + min(t, nk - 1u);
-    let w = key_row(prow, pstride, h, j) / 4u + (e % H16) * 4u;
-    kq[e] = vec4<u32>(kv[w], kv[w + 1u], kv[w + 2u], kv[w + 3u]);
-  }
-  for (var e = lid; e < BK * NB; e += WG) {
-    let t = e / NB;
-    let j = kt + min(t, nk - 1u);
-    ksc[e] = kvs[key_row(prow, pstride, h, j) / 32u + e % NB];
-  }
+  for (var e = lid; e < BK * H16; e += WG) { kq[e] = k8_unit(e, kt, nk, prow, pstride, h); }
+  for (var e = lid; e < BK * NB; e += WG) { ksc[e] = k8_scale(e, kt, nk, prow, pstride, h); }
 }

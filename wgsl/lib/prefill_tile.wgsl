@@ -1,0 +1,106 @@
+// Tile loads of attention_prefill.wgsl: keys kt .. kt+BK−1 (clamped to the last key: pad rows are masked)
+// into the K/V tiles, by units of one fetch and one put per tile format, shared by the plain loop
+// (load_tile: load, then the caller's barrier) and PF (pf_load / pf_store).
+//  PACKED:      unit e < BK·H8: 8 dims of K and of V as f16 words (row e / H8);
+//  QK8 + HPV:   K as codes (k8_unit, k8_scale: lib/prefill_qk8.wgsl), V unit e < BK·H8: 8 codes and their
+//               scale, dequantized and rounded to f16 (vput);
+//  otherwise:   K (not under QK8) and V as f32 (ld4), unit e < BK·H4: one vec4.
+// PF: the next tile's units are loaded into registers while this tile is computed and stored after the
+// barrier that ends it, so a tile's load latency is not spent waiting between barriers (H200, 4B chunk at
+// depth 12k: −5%). Unit e = lid + i·WG; NPF (NPV) ≤ 4 units per lane. Same words, same places: same bits.
+
+#ifdef PACKED
+struct Kv { k: vec4<u32>, v: vec4<u32> }
+fn kv_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Kv {
+  let base = key_row(prow, pstride, h, kt + min(e / H8, nk - 1u)) / 8u + e % H8;
+  return Kv(kv[base], kv[base + params.nkv * params.ps * HD / 8u]);
+}
+fn kv_put(e: u32, k: vec4<u32>, v: vec4<u32>) {
+  if (e >= BK * H8) { return; }
+  let i = at(e / H8, e % H8);
+  ks[i] = k;
+  vs[i] = v;
+}
+#elif HPV
+struct V8 { w: vec2<u32>, s: f32 }
+fn v8_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> V8 {
+  let c = key_row(prow, pstride, h, kt + min(e / H8, nk - 1u)) + params.nkv * params.ps * HD + (e % H8) * 8u;
+  return V8(vec2<u32>(kv[c / 4u], kv[c / 4u + 1u]), kvs[c / QB]);
+}
+fn v8_put(e: u32, w: vec2<u32>, s: f32) {
+  if (e < BK * H8) { vput(at(e / H8, e % H8), kv8_unpack(w.x, s), kv8_unpack(w.y, s)); }
+}
+#endif
+
+fn load_tile(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
+#ifdef PACKED
+  for (var e = lid; e < BK * H8; e += WG) { let u = kv_unit(e, kt, nk, prow, pstride, h); kv_put(e, u.k, u.v); }
+#else
+#ifdef QK8
+  load_k8(lid, kt, nk, prow, pstride, h);
+#endif
+#ifdef HPV
+  for (var e = lid; e < BK * H8; e += WG) { let u = v8_unit(e, kt, nk, prow, pstride, h); v8_put(e, u.w, u.s); }
+#else
+  for (var e = lid; e < BK * H4; e += WG) {
+    let t = e / H4;
+    let d4 = e % H4;
+    let base = key_row(prow, pstride, h, kt + min(t, nk - 1u)) + d4 * 4u;
+#ifndef QK8
+    ks[at(t, d4)] = ld4(base);
+#endif
+    vs[at(t, d4)] = ld4(base + params.nkv * params.ps * HD);
+  }
+#endif
+#endif
+}
+
+#ifdef PF
+#ifdef PACKED
+const NPF: u32 = {{NPF}}u;
+struct Pf { k0: vec4<u32>, v0: vec4<u32>, k1: vec4<u32>, v1: vec4<u32>, k2: vec4<u32>, v2: vec4<u32>, k3: vec4<u32>, v3: vec4<u32> }
+
+fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {
+  var p: Pf;
+  if (lid < BK * H8) { let u = kv_unit(lid, kt, nk, prow, pstride, h); p.k0 = u.k; p.v0 = u.v; }
+  if (NPF > 1u && lid + WG < BK * H8) { let u = kv_unit(lid + WG, kt, nk, prow, pstride, h); p.k1 = u.k; p.v1 = u.v; }
+  if (NPF > 2u && lid + 2u * WG < BK * H8) { let u = kv_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.k2 = u.k; p.v2 = u.v; }
+  if (NPF > 3u && lid + 3u * WG < BK * H8) { let u = kv_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.k3 = u.k; p.v3 = u.v; }
+  return p;
+}
+
+fn pf_store(lid: u32, p: Pf) {
+  kv_put(lid, p.k0, p.v0);
+  if (NPF > 1u) { kv_put(lid + WG, p.k1, p.v1); }
+  if (NPF > 2u) { kv_put(lid + 2u * WG, p.k2, p.v2); }
+  if (NPF > 3u) { kv_put(lid + 3u * WG, p.k3, p.v3); }
+}
+#else
+// QK8 + HPV: NPF K code units and one K scale per lane, NPV V units.
+const NPF: u32 = {{NPF}}u;
+const NPV: u32 = {{NPV}}u;
+struct Pf { k0: vec4<u32>, k1: vec4<u32>, s: f32, v0: vec2<u32>, v1: vec2<u32>, v2: vec2<u32>, v3: vec2<u32>, vs: vec4<f32> }
+
+fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {
+  var p: Pf;
+  if (lid < BK * H16) { p.k0 = k8_unit(lid, kt, nk, prow, pstride, h); }
+  if (NPF > 1u && lid + WG < BK * H16) { p.k1 = k8_unit(lid + WG, kt, nk, prow, pstride, h); }
+  if (lid < BK * NB) { p.s = k8_scale(lid, kt, nk, prow, pstride, h); }
+  if (lid < BK * H8) { let u = v8_unit(lid, kt, nk, prow, pstride, h); p.v0 = u.w; p.vs.x = u.s; }
+  if (NPV > 1u && lid + WG < BK * H8) { let u = v8_unit(lid + WG, kt, nk, prow, pstride, h); p.v1 = u.w; p.vs.y = u.s; }
+  if (NPV > 2u && lid + 2u * WG < BK * H8) { let u = v8_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.v2 = u.w; p.vs.z = u.s; }
+  if (NPV > 3u && lid + 3u * WG < BK * H8) { let u = v8_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.v3 = u.w; p.vs.w = u.s; }
+  return p;
+}
+
+fn pf_store(lid: u32, p: Pf) {
+  if (lid < BK * H16) { kq[lid] = p.k0; }
+  if (NPF > 1u && lid + WG < BK * H16) { kq[lid + WG] = p.k1; }
+  if (lid < BK * NB) { ksc[lid] = p.s; }
+  v8_put(lid, p.v0, p.vs.x);
+  if (NPV > 1u) { v8_put(lid + WG, p.v1, p.vs.y); }
+  if (NPV > 2u) { v8_put(lid + 2u * WG, p.v2, p.vs.z); }
+  if (NPV > 3u) { v8_put(lid + 3u * WG, p.v3, p.vs.w); }
+}
+#endif
+#endif
