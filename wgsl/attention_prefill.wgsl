@@ -22,7 +22,7 @@
 // KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per four keys
-// (lib/prefill_keys4.wgsl).
+// (lib/prefill_keys4.wgsl). HPV also serves the f16 cache (PACKED): its V tile is the cache's own values.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -70,9 +70,12 @@ override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
 var<workgroup> ks: array<vec4<u32>, BK * PRS>;
 #endif
 #ifdef HPV
-// HPV: the V tile as f16 values, two vec4<f16> per packed position (naga has no u32 → vec2<f16> bitcast).
-var<workgroup> vs: array<vec4<f16>, 2u * BK * PRS>;
-fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[2u * i] = vec4<f16>(x); vs[2u * i + 1u] = vec4<f16>(y); }
+// HPV: the V tile as f16 values, eight (dims 8j .. 8j+7) per position in one Hh: one 16-byte read (as two
+// vec4<f16> arrays it took two 8-byte reads; H200, q8: 15.7 → 14.2 ms per 4B layer at depth 12k).
+struct Hh { x: vec4<f16>, y: vec4<f16> }
+var<workgroup> vs: array<Hh, BK * PRS>;
+fn vh(i: u32) -> Hh { return vs[i]; }
+fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[i] = Hh(vec4<f16>(x), vec4<f16>(y)); }
 #else
 var<workgroup> vs: array<vec4<u32>, BK * PRS>;
 #endif
@@ -135,17 +138,17 @@ fn qload(o: u32, s: f32) -> Hv {
 struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef QK8
 #include "lib/prefill_qk8.wgsl"
-#ifdef HPV
-// (step2's reader; the four-key step sums the f16 rows itself)
-fn vrow(b: u32, j: u32) -> Two { return Two(vec4<f32>(vs[2u * (b + j)]), vec4<f32>(vs[2u * (b + j) + 1u])); }
-#else
-fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
-#endif
 #elif PACKED
 fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
-fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
 #else
 fn krow(b: u32, j: u32) -> Two { return Two(ks[b + 2u * j], ks[b + 2u * j + 1u]); }
+#endif
+#ifdef HPV
+// (step2's reader; the four-key step sums the f16 rows itself)
+fn vrow(b: u32, j: u32) -> Two { let p = vh(b + j); return Two(vec4<f32>(p.x), vec4<f32>(p.y)); }
+#elif PACKED
+fn vrow(b: u32, j: u32) -> Two { let p = vs[b + j]; return Two(lo8(p), hi8(p)); }
+#else
 fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
 #endif
 

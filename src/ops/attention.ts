@@ -207,8 +207,9 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   // codes for integer q·k (32 dims per lane: one scale block each).
   const packed = prefillTuning.packed && info.f16 && !a.kvScale;
   const qk8 = prefillTuning.qk8 && !!a.kvScale && a.hd % 32 === 0;
-  // HPV (q8 with qk8): V tile rounded to f16, P·V summed in f16 per four keys; four-key steps only.
-  const hpv = prefillTuning.hpv && info.f16 && prefillTuning.keys4 && qk8;
+  // HPV (f16 cache, or q8 with qk8): the V tile as f16 values (q8: rounded), P·V summed in f16 per four
+  // keys; four-key steps only.
+  const hpv = prefillTuning.hpv && info.f16 && prefillTuning.keys4 && (qk8 || packed);
   const vpk = packed || hpv;
   const q8 = kv8(a);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
@@ -249,10 +250,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * online-softmax step (lib/prefill_keys4.wgsl). `pf`: the next K/V tile is loaded into registers while this
  * one is computed (lib/prefill_tile.wgsl; f16 cache, and q8 with `hpv`; same bits; H200, one 4B layer of 2048
  * rows at depth 12k: 22.3 → 20.3 ms with q·k as fused multiply-adds, q8 17.2 → 16.2 ms; bench/NOTES.md
- * #57–#59). `hpv` (q8 with qk8): the V tile rounded to f16 and P·V summed in f16 per four keys (18.4 → 17.2
- * ms; with the f16 cache it gained nothing over `pf`, so it is not used there).
+ * #57–#59). `hpv`: the V tile as f16 values (q8 with qk8: rounded) and P·V summed in f16 per four keys
+ * (q8: 18.4 → 17.2 ms); since the tile is read 16 bytes at a time it gains for the f16 cache too (20.3 →
+ * 19.0 ms; #61–#63). `bkQ8`: the q8 cache's keys per tile at most (32: 14.2 ms against 15.5 with 64; #63).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64, qk8: true, keys4: true, hpv: true, pf: true };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
@@ -284,7 +286,7 @@ export function prefillTiles(hd: number, G: number, maxShared: number, S = Infin
   const k8Row = hd + (hd / 32) * 4;
   const keyBytes = tile === "packed" ? 2 * packedRow : tile === "qk8" ? k8Row + f32Row : tile === "qk8h" ? k8Row + packedRow : 2 * f32Row;
   // Sized for the largest workgroup (its reduction slots without subgroups).
-  let BK = prefillTuning.bk;
+  let BK = tile === "qk8" || tile === "qk8h" ? prefillTuning.bkQ8 : prefillTuning.bk;
   while (BK > 4 && BK * keyBytes + 256 * 16 > maxShared) BK /= 2;
   return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
 }

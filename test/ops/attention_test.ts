@@ -16,6 +16,9 @@
  *    kept packed (with the next tile loaded during this one, `pf`, and without) and other key-tile sizes,
  *    also with four keys per softmax step (`keys4`); q8 with qk8: the V tile in f16 with P·V summed in f16
  *    per four keys (`hpv`, default) and in f32, over 1.6k keys too, HPV bit-identical across tile shapes;
+ *    the f16 cache with HPV too (default; the tests of the packed tiles' bits against the f32 tiles turn it
+ *    off): the checks hold, over 1.6k keys too, bits independent of the tile size, the prefetch and the
+ *    workgroup shape;
  *  - the 8-bit cache (`kv8`: q8 codes + a scale per block, src/lab/ref/kv8.ts; block scales that differ up
  *    to 2× between neighbours, no zero codes): decode (GQA 1/3/4, several splits, odd lengths, head dims
  *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longKv),
@@ -195,9 +198,10 @@ for (const path of ["f16", "f32"] as const) {
             { S: 40, p0: 90, nq: 4, nkv: 4, hd: 16, ps: 16, row0: 0 }, { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
           ]
         ) {
+          // (hpv off: its f16 P·V is checked against the reference in its own test)
           const base = await withPrefillTuning({ packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
           for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: true, bk: 64, pf: false }, { packed: false, bk: 16 }]) {
-            const got = await withPrefillTuning(t, async () => {
+            const got = await withPrefillTuning({ hpv: false, ...t }, async () => {
               await expectCase(gpu, attentionPrefillCase, shape, 12);
               return outputsOf(gpu, attentionPrefillCase, shape, 12);
             });
@@ -220,7 +224,7 @@ for (const path of ["f16", "f32"] as const) {
             return outputsOf(gpu, attentionPrefillCase, shape, 13);
           });
           for (const t of [{ packed: true, bk: 64 }, { packed: false, bk: 16 }, { packed: false, bk: 32, minGrid: 1e9 }]) {
-            const got = await withPrefillTuning({ keys4: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
+            const got = await withPrefillTuning({ keys4: true, hpv: false, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
             expectBitwise(got.out, base.out, `prefill keys4 ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
           }
         }
@@ -245,9 +249,29 @@ for (const path of ["f16", "f32"] as const) {
         }
         for (const shape of shapes) {
           const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
-          for (const t of [{ bk: 16 }, { bk: 32 }, { minGrid: 1e9 }]) {
+          for (const t of [{ bkQ8: 16 }, { bkQ8: 64 }, { minGrid: 1e9 }]) {
             const got = await withPrefillTuning({ hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
             expectBitwise(got.out, base.out, `prefill q8 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
+          }
+        }
+      }),
+    );
+    test(
+      "prefill, f16 cache with its V tile as f16 values and P·V summed in f16 per four keys (hpv): the checks hold, over 1.6k keys too; its bits do not depend on the tile size, the prefetch or the workgroup shape",
+      on(path, async (gpu) => {
+        const shapes = [
+          { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+          { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
+        ];
+        await withPrefillTuning({ hpv: true }, async () => {
+          for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 41 + i);
+          await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 }, 44);
+        });
+        for (const shape of shapes) {
+          const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
+          for (const t of [{ bk: 16 }, { pf: false }, { minGrid: 1e9 }]) {
+            const got = await withPrefillTuning({ hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
+            expectBitwise(got.out, base.out, `prefill f16 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
           }
         }
       }),

@@ -33,14 +33,18 @@ fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: ve
 // dims (packed positions i0..i3 of the four keys), each V value read once for both.
 struct Part { a: Two, b: Two }
 fn part(i0: u32, i1: u32, i2: u32, i3: u32, ha: vec4<f16>, hb: vec4<f16>) -> Part {
-  let x0 = vs[2u * i0];
-  let x1 = vs[2u * i1];
-  let x2 = vs[2u * i2];
-  let x3 = vs[2u * i3];
-  let y0 = vs[2u * i0 + 1u];
-  let y1 = vs[2u * i1 + 1u];
-  let y2 = vs[2u * i2 + 1u];
-  let y3 = vs[2u * i3 + 1u];
+  let p0 = vh(i0);
+  let p1 = vh(i1);
+  let p2 = vh(i2);
+  let p3 = vh(i3);
+  let x0 = p0.x;
+  let x1 = p1.x;
+  let x2 = p2.x;
+  let x3 = p3.x;
+  let y0 = p0.y;
+  let y1 = p1.y;
+  let y2 = p2.y;
+  let y3 = p3.y;
   return Part(Two(vec4<f32>(sum4h(x0, x1, x2, x3, ha)), vec4<f32>(sum4h(y0, y1, y2, y3, ha))),
               Two(vec4<f32>(sum4h(x0, x1, x2, x3, hb)), vec4<f32>(sum4h(y0, y1, y2, y3, hb))));
 }

@@ -1,7 +1,8 @@
 // Tile loads of attention_prefill.wgsl: keys kt .. kt+BK−1 (clamped to the last key: pad rows are masked)
 // into the K/V tiles, by units of one fetch and one put per tile format, shared by the plain loop
 // (load_tile: load, then the caller's barrier) and PF (pf_load / pf_store).
-//  PACKED:      unit e < BK·H8: 8 dims of K and of V as f16 words (row e / H8);
+//  PACKED:      unit e < BK·H8: 8 dims of K and of V as f16 words (row e / H8), kept as words (V under
+//               HPV as f16 values: vput);
 //  QK8 + HPV:   K as codes (k8_unit, k8_scale: lib/prefill_qk8.wgsl), V unit e < BK·H8: 8 codes and their
 //               scale, dequantized and rounded to f16 (vput);
 //  otherwise:   K (not under QK8) and V as f32 (ld4), unit e < BK·H4: one vec4.
@@ -19,7 +20,11 @@ fn kv_put(e: u32, k: vec4<u32>, v: vec4<u32>) {
   if (e >= BK * H8) { return; }
   let i = at(e / H8, e % H8);
   ks[i] = k;
+#ifdef HPV
+  vput(i, lo8(v), hi8(v));
+#else
   vs[i] = v;
+#endif
 }
 #elif HPV
 struct V8 { w: vec2<u32>, s: f32 }
