@@ -215,6 +215,8 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32");
   const useSg = info.subgroups && sg >= t.L;
+  // PKEYS8 (with HPV): eight keys per step, P·V summed in f16 per eight; tiles of at least eight keys.
+  const keys8 = prefillTuning.keys8 && hpv && t.BK >= 8;
   // PF: units of the next tile per lane (f16: K and V 8 dims each; q8: K 16 codes, V 8 codes) within the
   // registers lib/prefill_tile.wgsl names (and one K scale per lane).
   const units = (n: number) => Math.ceil(n / t.WG);
@@ -226,7 +228,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ...(useSg ? { LANE_SUBGROUP: 1 } : {}), NV4: t.NV4, ...(t.NV4 >= 4 ? { NV4GE4: 1 } : {}), ...(t.NV4 >= 8 ? { NV4GE8: 1 } : {}),
       ...(packed ? { PACKED: 1 } : {}), ...(vpk ? { VPK: 1 } : {}), ...(hpv ? { HPV: 1 } : {}),
       ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
-      ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}),
+      ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}), ...(keys8 ? { PKEYS8: 1 } : {}),
       ...(pf ? { PF: 1, ...(packed ? { NPF: units((t.BK * a.hd) / 8) } : { NPF: units((t.BK * a.hd) / 16), NPV: units((t.BK * a.hd) / 8) }) } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
@@ -253,8 +255,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * #57–#59). `hpv`: the V tile as f16 values (q8 with qk8: rounded) and P·V summed in f16 per four keys
  * (q8: 18.4 → 17.2 ms); since the tile is read 16 bytes at a time it gains for the f16 cache too (20.3 →
  * 19.0 ms; #61–#63). `bkQ8`: the q8 cache's keys per tile at most (32: 14.2 ms against 15.5 with 64; #63).
+ * `keys8` (with `hpv`): eight keys per step (lib/prefill_keys8.wgsl), the f16 P·V partial summing eight
+ * keys before it meets the f32 state (f16 19.0 → 16.6 ms, q8 14.2 → 12.7 ms; #65; the loops stay inline in
+ * the kernel: as functions they ran 8–10% slower).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {

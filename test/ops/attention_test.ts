@@ -15,7 +15,8 @@
  *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
  *    kept packed (with the next tile loaded during this one, `pf`, and without) and other key-tile sizes,
  *    also with four keys per softmax step (`keys4`); q8 with qk8: the V tile in f16 with P·V summed in f16
- *    per four keys (`hpv`, default) and in f32, over 1.6k keys too, HPV bit-identical across tile shapes;
+ *    per eight keys (`hpv` with `keys8`, default) or four, and in f32, over 1.6k keys too, HPV bit-identical
+ *    across tile shapes;
  *    the f16 cache with HPV too (default; the tests of the packed tiles' bits against the f32 tiles turn it
  *    off): the checks hold, over 1.6k keys too, bits independent of the tile size, the prefetch and the
  *    workgroup shape;
@@ -235,14 +236,14 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
-      "prefill, q8 with qk8: V in f16 with P·V summed in f16 per four keys (HPV) and the f32 V tile both hold the checks, over 1.6k keys too; HPV's bits do not depend on the tile or workgroup shape",
+      "prefill, q8 with qk8: V in f16 with P·V summed in f16 per eight keys (HPV, keys8) or four, and the f32 V tile, all hold the checks, over 1.6k keys too; HPV's bits do not depend on the tile or workgroup shape",
       on(path, async (gpu) => {
         const shapes = [
           { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 },
           { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 },
         ];
-        for (const hpv of [true, false]) {
-          await withPrefillTuning({ hpv }, async () => {
+        for (const t of [{ hpv: true }, { hpv: true, keys8: false }, { hpv: false }]) {
+          await withPrefillTuning(t, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 16 + i);
             await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 18);
           });
@@ -257,16 +258,18 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
-      "prefill, f16 cache with its V tile as f16 values and P·V summed in f16 per four keys (hpv): the checks hold, over 1.6k keys too; its bits do not depend on the tile size, the prefetch or the workgroup shape",
+      "prefill, f16 cache with its V tile as f16 values and P·V summed in f16 per eight keys (hpv, keys8) or four: the checks hold, over 1.6k keys too; its bits do not depend on the tile size, the prefetch or the workgroup shape",
       on(path, async (gpu) => {
         const shapes = [
           { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
           { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
         ];
-        await withPrefillTuning({ hpv: true }, async () => {
-          for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 41 + i);
-          await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 }, 44);
-        });
+        for (const keys8 of [true, false]) {
+          await withPrefillTuning({ hpv: true, keys8 }, async () => {
+            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 41 + i);
+            await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 }, 44);
+          });
+        }
         for (const shape of shapes) {
           const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
           for (const t of [{ bk: 16 }, { pf: false }, { minGrid: 1e9 }]) {
