@@ -26,9 +26,9 @@ fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: ve
 }
 
 #ifdef HPV
-// HPV (V tile as f16 words, VPK): the four keys' weighted V rows summed in f16 (packed f16 FMAs, two dims
-// per instruction, no unpacking), then added to the f32 state: per 8 dims and vector 16 f16 FMAs, 8
-// conversions and 8 f32 FMAs instead of 32 FMAs, 8 multiplies and a share of 32 conversions. The partial
+// HPV (V tile as f16 values, one Hh per 8 dims): the four keys' weighted V rows summed in f16 (packed f16
+// FMAs, two dims per instruction, no unpacking), then added to the f32 state: per 8 dims and vector 16 f16
+// FMAs, 8 conversions and 8 f32 FMAs instead of 32 FMAs, 8 multiplies and a share of 32 conversions. The partial
 // carries f16 rounding of four products (p ≤ 1), not the running sum. part: both vectors' partials of 8
 // dims (packed positions i0..i3 of the four keys), each V value read once for both.
 struct Part { a: Two, b: Two }
