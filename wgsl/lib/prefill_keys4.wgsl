@@ -37,16 +37,8 @@ fn part(i0: u32, i1: u32, i2: u32, i3: u32, ha: vec4<f16>, hb: vec4<f16>) -> Par
   let p1 = vh(i1);
   let p2 = vh(i2);
   let p3 = vh(i3);
-  let x0 = p0.x;
-  let x1 = p1.x;
-  let x2 = p2.x;
-  let x3 = p3.x;
-  let y0 = p0.y;
-  let y1 = p1.y;
-  let y2 = p2.y;
-  let y3 = p3.y;
-  return Part(Two(vec4<f32>(sum4h(x0, x1, x2, x3, ha)), vec4<f32>(sum4h(y0, y1, y2, y3, ha))),
-              Two(vec4<f32>(sum4h(x0, x1, x2, x3, hb)), vec4<f32>(sum4h(y0, y1, y2, y3, hb))));
+  return Part(Two(vec4<f32>(sum4h(p0.x, p1.x, p2.x, p3.x, ha)), vec4<f32>(sum4h(p0.y, p1.y, p2.y, p3.y, ha))),
+              Two(vec4<f32>(sum4h(p0.x, p1.x, p2.x, p3.x, hb)), vec4<f32>(sum4h(p0.y, p1.y, p2.y, p3.y, hb))));
 }
 fn sum4h(x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>, h: vec4<f16>) -> vec4<f16> {
   return fma(x3, vec4<f16>(h.w), fma(x2, vec4<f16>(h.z), fma(x1, vec4<f16>(h.y), x0 * vec4<f16>(h.x))));
