@@ -9,13 +9,11 @@
 //            out   (R, nq·hd) f32 (a matmul input)
 // Grid: (ceil(S / BQ), nkv). A workgroup holds 2·QV query vectors (QV = WG/L lane groups of L = HD/(4·NV4)
 // lanes, two vectors per group, 4·NV4 ≤ 32 dims per lane in registers): BQ positions × the G query heads
-// of one kv head. It walks key tiles of
-// BK from 0 to its last position: the tile is loaded once into workgroup memory as f32 (rows padded by
-// one vec4 per 8 so the L lanes of a group read distinct banks), then each lane group runs an online
-// softmax over the tile for both its vectors, two keys per step (one rescale per pair; PKEYS4: four,
+// of one kv head. It walks key tiles of BK from 0 to its last position: the tile is loaded once into
+// workgroup memory as f32 (rows padded by one vec4 per 8 so a group's lanes read distinct banks), then each
+// lane group runs an online softmax over the tile for both its vectors, two keys per step (PKEYS4: four,
 // lib/prefill_keys4.wgsl; PKEYS8 with HPV: eight, lib/prefill_keys8.wgsl); dots are summed over the group's
-// L lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those end up in local
-// memory).
+// L lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those go to local memory).
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
@@ -25,6 +23,7 @@
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per step's keys.
 // HPV also serves the f16 cache (PACKED): its V tile is then the cache's own values.
+// QUAD (HPV, HD 128, subgroups): four vectors per group of 8 lanes; its main is lib/prefill_quad.wgsl.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -67,7 +66,11 @@ struct Params {
 #ifdef VPK
 const PV: u32 = NV4 / 2u;               // packed vec4s (8 dims each) per lane
 override H8: u32 = HD / 8u;             // packed vec4s per head row
+#ifdef QUAD
+override PRS: u32 = H8;                 // unpadded (units swizzled: at())
+#else
 override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
+#endif
 #ifdef PACKED
 var<workgroup> ks: array<vec4<u32>, BK * PRS>;
 #endif
@@ -81,8 +84,14 @@ fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[i] = Hh(vec4<f16>(x), vec4<f16>
 #else
 var<workgroup> vs: array<vec4<u32>, BK * PRS>;
 #endif
+#ifdef QUAD
+// Position of packed vec4 d8 of tile row t (lib/prefill_quad.wgsl: the lanes of a quarter-warp read units
+// 2ℓ + j of rows four apart; flipping bit 0 by bit 3 puts them in 8 distinct bank groups).
+fn at(t: u32, d8: u32) -> u32 { return t * PRS + (d8 ^ ((d8 >> 3u) & 1u)); }
+#else
 // Padded position of packed vec4 d8 of tile row t.
 fn at(t: u32, d8: u32) -> u32 { return t * PRS + d8 + d8 / PV; }
+#endif
 fn lo8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.x), unpack2x16float(k.y)); }
 fn hi8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.z), unpack2x16float(k.w)); }
 #else
@@ -237,6 +246,9 @@ fn group_sum(d: vec4<f32>, lid: u32, grp: u32) -> vec4<f32> {
 }
 #endif
 
+#ifdef QUAD
+#include "lib/prefill_quad.wgsl"
+#else
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let h = wid.y;
@@ -386,3 +398,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (va < nqb * G) { emit(rowa, qha, b, st.a); }
   if (vb < nqb * G) { emit(rowb, qhb, b, st.b); }
 }
+#endif

@@ -1,5 +1,6 @@
 /**
- * Comparing kernel outputs with their float64 reference: |got − ref| ≤ atol + rtol·|ref| per element.
+ * Comparing kernel outputs with their float64 reference: |got − ref| ≤ atol + rtol·|ref| per element (plus,
+ * where a tolerance carries one, a per-element term: a rounding bound derived from the kernel's arithmetic).
  * NaN in the reference means "not checked" (big CLI shapes check a sample); NaN or ±Inf from the kernel
  * always fails. Reports name the worst element and the first failures (index, got, expected).
  * @module
@@ -8,6 +9,8 @@
 export interface Tolerance {
   atol: number;
   rtol: number;
+  /** A per-element term added to the bound (a kernel's derived rounding bound), and what it is. */
+  extra?: { bound: ArrayLike<number>; what: string };
 }
 
 /** Bitwise equality (ids, slot state, untouched buffers). */
@@ -64,7 +67,7 @@ export function compare(
     const g = got[i];
     r.checked++;
     const d = Math.abs(g - w);
-    const bound = tol.atol + tol.rtol * Math.abs(w);
+    const bound = tol.atol + tol.rtol * Math.abs(w) + (tol.extra?.bound[i] ?? 0);
     const bad = !Number.isFinite(g) || d > bound;
     const ratio = !Number.isFinite(g) ? Infinity : bound > 0 ? d / bound : d > 0 ? Infinity : 0;
     r.maxAbs = Math.max(r.maxAbs, Number.isFinite(g) ? d : Infinity);
@@ -87,7 +90,8 @@ export function describeReport(r: OutputReport): string {
     `${r.name}: ${r.ok ? "ok" : "FAIL"} — ${r.checked} checked, ${r.failed} failed, max |d| ${
       fmt(r.maxAbs)
     }, ` +
-    `max |d|/(atol+rtol·|ref|) ${fmt(r.maxRatio)} (atol ${fmt(r.tol.atol)}, rtol ${fmt(r.tol.rtol)})`;
+    `max |d|/(atol+rtol·|ref|${r.tol.extra ? "+e" : ""}) ${fmt(r.maxRatio)} (atol ${fmt(r.tol.atol)}, rtol ${fmt(r.tol.rtol)}` +
+    `${r.tol.extra ? `, e: ${r.tol.extra.what}` : ""})`;
   const lines = [head];
   if (r.worst && r.maxAbs > 0) {
     lines.push(`  worst [${r.worst.index}]: got ${r.worst.got}, expected ${r.worst.want}`);

@@ -213,7 +213,12 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const vpk = packed || hpv;
   const q8 = kv8(a);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
-  const t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32");
+  // QUAD (lib/prefill_quad.wgsl; HPV, head dim 128, subgroups of whole 8-lane groups): four query vectors
+  // per lane group, eight keys per step (tiles of at least eight keys, or the two-vector kernel).
+  const tile = qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32";
+  let quad = prefillTuning.quad && hpv && prefillTuning.keys8 && a.hd === 128 && info.subgroups && sg >= 8 && sg % 8 === 0;
+  let t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, tile, quad);
+  if (quad && t.BK < 8) [quad, t] = [false, prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, tile, false)];
   const useSg = info.subgroups && sg >= t.L;
   // PKEYS8 (with HPV): eight keys per step, P·V summed in f16 per eight; tiles of at least eight keys.
   const keys8 = prefillTuning.keys8 && hpv && t.BK >= 8;
@@ -229,6 +234,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ...(packed ? { PACKED: 1 } : {}), ...(vpk ? { VPK: 1 } : {}), ...(hpv ? { HPV: 1 } : {}),
       ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
       ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}), ...(keys8 ? { PKEYS8: 1 } : {}),
+      ...(quad ? { QUAD: 1, ...(prefillTuning.qh ? { QH: 1 } : {}), ...(qk8 && prefillTuning.qi ? { QI: 1 } : {}) } : {}),
       ...(pf ? { PF: 1, ...(packed ? { NPF: units((t.BK * a.hd) / 8) } : { NPF: units((t.BK * a.hd) / 16), NPV: units((t.BK * a.hd) / 8) }) } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
@@ -257,9 +263,14 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * 19.0 ms; #61–#63). `bkQ8`: the q8 cache's keys per tile at most (32: 14.2 ms against 15.5 with 64; #63).
  * `keys8` (with `hpv`): eight keys per step (lib/prefill_keys8.wgsl), the f16 P·V partial summing eight
  * keys before it meets the f32 state (f16 19.0 → 16.6 ms, q8 14.2 → 12.7 ms; #65; the loops stay inline in
- * the kernel: as functions they ran 8–10% slower).
+ * the kernel: as functions they ran 8–10% slower). `quad` (with `hpv` and `keys8`, head dim 128, subgroups):
+ * four query vectors per group of 8 lanes, 16 dims each, so each 16-byte tile read feeds four vectors
+ * (lib/prefill_quad.wgsl), its partial scores summed by a reduce-scatter and the weights gathered back;
+ * `bkQuad` its keys per tile (both caches), `qh` the weights gathered as f16, `qi` (q8) the first round of
+ * the sums in integers. H200, one 4B layer of 2048 rows at depth 12k: f16 16.6 → 13.5 ms, q8 12.7 → 10.1
+ * ms (#67).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true, quad: true, bkQuad: 64, qh: true, qi: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {
@@ -277,21 +288,23 @@ export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typ
  * in every tile, and masked keys leave the online softmax bit-for-bit unchanged), so a row's bits do not
  * depend on S.
  */
-export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, tile: "f32" | "packed" | "qk8" | "qk8h" = "f32") {
-  const NV4 = Math.min(8, hd / 4);
+export function prefillTiles(hd: number, G: number, maxShared: number, S = Infinity, nkv = 1, tile: "f32" | "packed" | "qk8" | "qk8h" = "f32", quad = false) {
+  // QUAD: four vectors per group of hd/16 lanes (16 dims each); otherwise two per group, up to 32 dims per lane.
+  const NV4 = quad ? 4 : Math.min(8, hd / 4);
   const L = hd / (4 * NV4);
+  const per = quad ? 4 : 2;
   let WG = 256;
-  while (WG > 64 && 2 * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((2 * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
+  while (WG > 64 && per * (WG / 2 / L) >= G && Math.ceil(S / Math.floor((per * WG) / L / G)) * nkv < prefillTuning.minGrid) WG /= 2;
   const QV = WG / L;
-  check(G <= 2 * QV, "attentionPrefill", `${G} query heads per kv head exceed ${2 * QV} query vectors per workgroup (head_dim ${hd})`);
+  check(G <= per * QV, "attentionPrefill", `${G} query heads per kv head exceed ${per * QV} query vectors per workgroup (head_dim ${hd})`);
   // Bytes per key of the K and V tiles: f32 rows padded by one vec4 per 8; packed f16 rows padded by one vec4
-  // per lane; qk8: K codes + block scales, V f32.
+  // per lane (QUAD: unpadded, swizzled); qk8: K codes + block scales, V f32.
   const f32Row = (hd / 4 + Math.floor(hd / 32)) * 16;
-  const packedRow = (hd / 8 + hd / 8 / (NV4 / 2)) * 16;
+  const packedRow = quad ? (hd / 8) * 16 : (hd / 8 + hd / 8 / (NV4 / 2)) * 16;
   const k8Row = hd + (hd / 32) * 4;
   const keyBytes = tile === "packed" ? 2 * packedRow : tile === "qk8" ? k8Row + f32Row : tile === "qk8h" ? k8Row + packedRow : 2 * f32Row;
   // Sized for the largest workgroup (its reduction slots without subgroups).
-  let BK = tile === "qk8" || tile === "qk8h" ? prefillTuning.bkQ8 : prefillTuning.bk;
+  let BK = quad ? prefillTuning.bkQuad : tile === "qk8" || tile === "qk8h" ? prefillTuning.bkQ8 : prefillTuning.bk;
   while (BK > 4 && BK * keyBytes + 256 * 16 > maxShared) BK /= 2;
-  return { WG, L, NV4, BK, BQ: Math.floor((2 * QV) / G) };
+  return { WG, L, NV4, BK, BQ: Math.floor((per * QV) / G) };
 }

@@ -1,0 +1,71 @@
+/**
+ * Prefill attention with four query vectors per lane group (`quad`, lib/prefill_quad.wgsl; the default for
+ * head dim 128 on an f16 adapter whose subgroups are 8 lanes or a multiple), against src/lab/ref/attention.ts:
+ *  - f16 and q8 caches, GQA 4 over several tiles, GQA 6 (128 vectors per workgroup do not divide: idle
+ *    vectors), GQA 1 with a single row, 1.6k keys; with the weights gathered as f32 (`qh` off) and the q8
+ *    sums' first round in floats (`qi` off) as well as the defaults;
+ *  - its bits do not depend on the key tile (16, 32, 64 keys), the prefetch or the workgroup shape (64-lane
+ *    workgroups under `minGrid`), as the scheduler's chunking requires;
+ *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs.
+ * Tolerance: as test/ops/attention_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last term
+ * the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q alike).
+ * A 1% error in a quarter of the P·V partials fails the checks (tried once, on both caches).
+ */
+import { describe, expect, test } from "vitest";
+import { attentionPrefillCase } from "../../src/lab/cases/attention.ts";
+import { setPrefillAttentionTuning } from "../../src/ops/attention.ts";
+import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
+
+const { on } = devices();
+
+async function withPrefillTuning<T>(t: Parameters<typeof setPrefillAttentionTuning>[0], fn: () => Promise<T>): Promise<T> {
+  const prev = setPrefillAttentionTuning(t);
+  try {
+    return await fn();
+  } finally {
+    setPrefillAttentionTuning(prev);
+  }
+}
+
+const shapes = [
+  { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 },
+  { S: 37, p0: 13, nq: 12, nkv: 2, hd: 128, ps: 16, row0: 0 },
+  { S: 1, p0: 300, nq: 4, nkv: 4, hd: 128, ps: 16, row0: 2 },
+];
+const long = { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 };
+const q8 = { kv8: 1, qk8: 1 };
+
+describe("prefill attention, four query vectors per lane group (quad)", () => {
+  for (const cache of ["f16", "q8"] as const) {
+    const extra = cache === "q8" ? q8 : {};
+    test(
+      `${cache} cache: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, with qh and qi on and off`,
+      on("f16", async (gpu) => {
+        for (const t of [{}, { qh: false }, { qi: false }, { qh: false, qi: false }]) {
+          await withPrefillTuning({ quad: true, ...t }, async () => {
+            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
+            await expectCase(gpu, attentionPrefillCase, { ...long, ...extra }, 64);
+          });
+        }
+      }),
+    );
+    test(
+      `${cache} cache: bits independent of the key tile, the prefetch and the workgroup shape; not the two-vector kernel's`,
+      on("f16", async (gpu) => {
+        const info = gpu.info;
+        const taken = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize && info.subgroupMinSize % 8 === 0;
+        for (const shape of [...shapes, long].map((s) => ({ ...s, ...extra }))) {
+          const base = await withPrefillTuning({ quad: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+          for (const t of [{ bkQuad: 16 }, { bkQuad: 32 }, { pf: false }, { minGrid: 1e9 }]) {
+            const got = await withPrefillTuning({ quad: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+            expectBitwise(got.out, base.out, `quad ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
+          }
+          const two = await withPrefillTuning({ quad: false }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+          const differs = base.out.some((x, i) => !Object.is(x, two.out[i]));
+          // Where the adapter's subgroups cannot hold the 8-lane groups the two-vector kernel runs instead.
+          expect(differs, `quad vs two-vector kernel on ${JSON.stringify(shape)} (subgroups of ${info.subgroupMinSize})`).toBe(taken);
+        }
+      }),
+    );
+  }
+});
