@@ -6,7 +6,7 @@
  *
  *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
- *   --prompts 512,4096,16384  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
+ *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
@@ -51,7 +51,8 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const q = !!f.quick;
-  const prompts = list(f.prompts, q ? [16, 64] : [512, 4096, 16384], "prompts");
+  // 20480: its chunk window 16k–18k holds depth 16,384, where the issue's prefill-at-depth bar is measured.
+  const prompts = list(f.prompts, q ? [16, 64] : [512, 4096, 16384, 20480], "prompts");
   const depths = list(f.depths, q ? [0, 64] : [0, 4096, 16384], "depths");
   const decodeTokens = f["decode-tokens"] ?? (q ? 8 : 128);
   const runs = f.runs ?? (q ? 1 : 3);
@@ -153,7 +154,8 @@ interface ModelRunOptions {
 async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOptions): Promise<ModelResult> {
   const chunk = o.prefillChunk ?? 512;
   const maxDepth = Math.max(1, ...o.depths);
-  const ctx = Math.ceil(Math.max(...o.prompts, maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
+  // A prompt run generates one token, so it needs its length + 1 (`--prompts 16384 --depths 0` failed).
+  const ctx = Math.ceil(Math.max(...o.prompts.map((n) => n + 1), maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
   log(`[bench] ${spec.label}: loading (context window ${ctx})`);
   const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, kvCache: o.kvCache, f32: o.f32, seed: o.seed });
   log(`  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${(engine.info.weightBytes / 2 ** 30).toFixed(2)} GiB`);

@@ -73,6 +73,15 @@ export function kTok(n: number): string {
 }
 
 /** One row per figure: ours, roofline, PyTorch and the ratio, the llama.cpp bar and the target. */
+/**
+ * A prefill-at-depth bar (llama.cpp's pp512 at depth d: 512 tokens from position d) applies to the measured
+ * chunk window that holds position d, not to a shallower one (a 16k prompt's window is 12k–14k).
+ */
+export function atDepth(b: { prefillAtDepth: Record<number, number> } | undefined, p: { from: number; to: number }): number | undefined {
+  const d = Object.keys(b?.prefillAtDepth ?? {}).map(Number).find((d) => p.from <= d && d < p.to);
+  return d === undefined ? undefined : b!.prefillAtDepth[d];
+}
+
 export function markdown(r: BenchResult): string {
   const out: string[] = [];
   const c = r.ceilings;
@@ -113,7 +122,7 @@ export function markdown(r: BenchResult): string {
       out.push(`| TTFT ${kTok(p.tokens)} (ms) | ${f0(p.ttftMs.value)} | | | ${f0(bt?.ttft_ms)} | | | |`);
     }
     for (const [i, p] of m.e2e.prefillAtDepth.entries()) {
-      row(`prefill at ${kTok(p.from)}–${kTok(p.to)} (tok/s)`, p.tps.value, m.roofline.prefillAtDepth[i], undefined, bar?.llamacpp.prefillAtDepth[p.depth], bar?.target.prefillAtDepth[p.depth]);
+      row(`prefill at ${kTok(p.from)}–${kTok(p.to)} (tok/s)`, p.tps.value, m.roofline.prefillAtDepth[i], undefined, atDepth(bar?.llamacpp, p), atDepth(bar?.target, p));
     }
     for (const [i, d] of m.e2e.decode.entries()) {
       const bt = b?.decode?.find((x) => x.depth === d.depth);
@@ -143,7 +152,8 @@ export function markdown(r: BenchResult): string {
   out.push(
     "Roofline: decode = read ceiling ÷ (weight bytes + KV bytes at that depth) per token; prefill = matmul ceiling ÷ " +
       "(2·weights + attention FLOPs) per token. The llama.cpp column and targets are the issue's H200 bar for the " +
-      "reference shape (qwen3-4b, MLX 4-bit g64); prefill-at-depth is compared with llama.cpp's pp512 at that depth.",
+      "reference shape (qwen3-4b, MLX 4-bit g64); prefill-at-depth is compared with llama.cpp's pp512 at depth d " +
+      "on the chunk window that holds position d.",
   );
   return out.join("\n") + "\n";
 }
@@ -163,7 +173,7 @@ export function svgChart(r: BenchResult): string {
     const b = m.baseline;
     const bar = m.bar;
     const pre = [...m.e2e.prefill.map((p) => ({ l: `${kTok(p.tokens)} prompt`, v: p.tps.value, t: b?.prefill?.find((x) => x.tokens === p.tokens)?.tps, lc: bar?.llamacpp.prefill[p.tokens], tg: bar?.target.prefill[p.tokens] })),
-      ...m.e2e.prefillAtDepth.map((p) => ({ l: `at ${kTok(p.depth)}`, v: p.tps.value, t: undefined, lc: bar?.llamacpp.prefillAtDepth[p.depth], tg: bar?.target.prefillAtDepth[p.depth] }))];
+      ...m.e2e.prefillAtDepth.map((p) => ({ l: `at ${kTok(p.from)}–${kTok(p.to)}`, v: p.tps.value, t: undefined, lc: atDepth(bar?.llamacpp, p), tg: atDepth(bar?.target, p) }))];
     const dec = m.e2e.decode.map((d) => ({ l: `depth ${kTok(d.depth)}`, v: d.tps.value, t: b?.decode?.find((x) => x.depth === d.depth)?.tps, lc: bar?.llamacpp.decode[d.depth], tg: bar?.target.decode[d.depth] }));
     for (const [title, rows] of [[`${m.model}: prefill tok/s`, pre], [`${m.model}: decode tok/s (batch 1)`, dec]] as const) {
       panels.push({

@@ -14,6 +14,8 @@ import type { ArchConfig } from "../../src/models/model.ts";
 import type { Linear } from "../../src/ops/linear.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { runTorchBaseline } from "../../bench/baseline.ts";
+import { atDepth } from "../../bench/report.ts";
+import { BARS } from "../../bench/roofline.ts";
 import { DEFAULT_MODEL, ROOT } from "../util/fixtures.ts";
 
 const bf16 = (h: number) => new Float32Array(new Uint32Array([h << 16]).buffer)[0];
@@ -152,6 +154,15 @@ describe("synthetic weights", () => {
     } finally {
       await Deno.remove(out, { recursive: true });
     }
+  });
+
+  test("the prefill-at-depth bar goes to the chunk window that holds its depth", () => {
+    const bar = BARS["qwen3-4b"].llamacpp;
+    expect(atDepth(bar, { from: 12288, to: 14336 })).toBeUndefined();
+    expect(atDepth(bar, { from: 14336, to: 16384 })).toBeUndefined();
+    expect(atDepth(bar, { from: 16384, to: 18432 })).toBe(7400);
+    expect(atDepth(BARS["qwen3-4b"].target, { from: 15872, to: 16896 })).toBe(3000);
+    expect(atDepth(undefined, { from: 16384, to: 18432 })).toBeUndefined();
   });
 
   test("a missing python is reported, not thrown", async () => {
