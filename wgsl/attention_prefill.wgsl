@@ -23,7 +23,7 @@
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per step's keys.
 // HPV also serves the f16 cache (PACKED): its V tile is then the cache's own values.
-// QUAD (HPV, HD 128, subgroups): four vectors per group of 8 lanes; its main is lib/prefill_quad.wgsl.
+// QUAD (HPV, HD 128 or 64, subgroups): four vectors per group of HD/16 lanes; main: lib/prefill_quad.wgsl.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"

@@ -213,10 +213,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const vpk = packed || hpv;
   const q8 = kv8(a);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
-  // QUAD (lib/prefill_quad.wgsl; HPV, head dim 128, subgroups of whole 8-lane groups): four query vectors
-  // per lane group, eight keys per step (tiles of at least eight keys, or the two-vector kernel).
+  // QUAD (lib/prefill_quad.wgsl; HPV, head dim 128 or 64, subgroups of whole hd/16-lane groups): four query
+  // vectors per lane group, eight keys per step (tiles of at least eight keys, or the two-vector kernel).
   const tile = qk8 ? (vpk ? "qk8h" : "qk8") : packed ? "packed" : "f32";
-  let quad = prefillTuning.quad && hpv && prefillTuning.keys8 && a.hd === 128 && info.subgroups && sg >= 8 && sg % 8 === 0;
+  const qL = a.hd / 16;
+  let quad = prefillTuning.quad && hpv && prefillTuning.keys8 && (a.hd === 128 || a.hd === 64) && info.subgroups && sg >= qL && sg % qL === 0;
   let t = prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, tile, quad);
   if (quad && t.BK < 8) [quad, t] = [false, prefillTiles(a.hd, G, info.maxWorkgroupStorage, a.S, a.nkv, tile, false)];
   const useSg = info.subgroups && sg >= t.L;
@@ -234,7 +235,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ...(packed ? { PACKED: 1 } : {}), ...(vpk ? { VPK: 1 } : {}), ...(hpv ? { HPV: 1 } : {}),
       ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
       ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}), ...(keys8 ? { PKEYS8: 1 } : {}),
-      ...(quad ? { QUAD: 1, ...(prefillTuning.qh ? { QH: 1 } : {}), ...(qk8 && prefillTuning.qi ? { QI: 1 } : {}) } : {}),
+      ...(quad ? { QUAD: 1, ...(a.hd === 128 ? { KH: 1 } : {}), ...(prefillTuning.qh ? { QH: 1 } : {}), ...(qk8 && prefillTuning.qi ? { QI: 1 } : {}) } : {}),
       ...(pf ? { PF: 1, ...(packed ? { NPF: units((t.BK * a.hd) / 8) } : { NPF: units((t.BK * a.hd) / 16), NPV: units((t.BK * a.hd) / 8) }) } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
@@ -263,8 +264,8 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * 19.0 ms; #61–#63). `bkQ8`: the q8 cache's keys per tile at most (32: 14.2 ms against 15.5 with 64; #63).
  * `keys8` (with `hpv`): eight keys per step (lib/prefill_keys8.wgsl), the f16 P·V partial summing eight
  * keys before it meets the f32 state (f16 19.0 → 16.6 ms, q8 14.2 → 12.7 ms; #65; the loops stay inline in
- * the kernel: as functions they ran 8–10% slower). `quad` (with `hpv` and `keys8`, head dim 128, subgroups):
- * four query vectors per group of 8 lanes, 16 dims each, so each 16-byte tile read feeds four vectors
+ * the kernel: as functions they ran 8–10% slower). `quad` (with `hpv` and `keys8`, head dim 128 or 64,
+ * subgroups): four query vectors per group of hd/16 lanes, 16 dims each, so each 16-byte tile read feeds four vectors
  * (lib/prefill_quad.wgsl), its partial scores summed by a reduce-scatter and the weights gathered back;
  * `bkQuad` its keys per tile (both caches), `qh` the weights gathered as f16, `qi` (q8) the first round of
  * the sums in integers. H200, one 4B layer of 2048 rows at depth 12k: f16 16.6 → 13.5 ms, q8 12.7 → 10.1

@@ -1,8 +1,9 @@
 /**
  * Prefill attention with four query vectors per lane group (`quad`, lib/prefill_quad.wgsl; the default for
- * head dim 128 on an f16 adapter whose subgroups are 8 lanes or a multiple), against src/lab/ref/attention.ts:
+ * head dims 128 and 64 on an f16 adapter whose subgroups hold whole hd/16-lane groups), against
+ * src/lab/ref/attention.ts:
  *  - f16 and q8 caches, GQA 4 over several tiles, GQA 6 (128 vectors per workgroup do not divide: idle
- *    vectors), GQA 1 with a single row, 1.6k keys; with the weights gathered as f32 (`qh` off) and the q8
+ *    vectors), GQA 1 with a single row, 1.6k keys, head dim 64 (GQA 3); with the weights gathered as f32 (`qh` off) and the q8
  *    sums' first round in floats (`qi` off) as well as the defaults;
  *  - its bits do not depend on the key tile (16, 32, 64 keys), the prefetch or the workgroup shape (64-lane
  *    workgroups under `minGrid`), as the scheduler's chunking requires;
@@ -31,6 +32,8 @@ const shapes = [
   { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 },
   { S: 37, p0: 13, nq: 12, nkv: 2, hd: 128, ps: 16, row0: 0 },
   { S: 1, p0: 300, nq: 4, nkv: 4, hd: 128, ps: 16, row0: 2 },
+  // Head dim 64 (groups of 4 lanes, each keeping its vector's eight keys): GQA 3 over several tiles.
+  { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
 ];
 const long = { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 };
 const q8 = { kv8: 1, qk8: 1 };
@@ -39,7 +42,7 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
   for (const cache of ["f16", "q8"] as const) {
     const extra = cache === "q8" ? q8 : {};
     test(
-      `${cache} cache: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, with qh and qi on and off`,
+      `${cache} cache: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64, with qh and qi on and off`,
       on("f16", async (gpu) => {
         for (const t of [{}, { qh: false }, { qi: false }, { qh: false, qi: false }]) {
           await withPrefillTuning({ quad: true, ...t }, async () => {
@@ -53,8 +56,9 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
       `${cache} cache: bits independent of the key tile, the prefetch and the workgroup shape; not the two-vector kernel's`,
       on("f16", async (gpu) => {
         const info = gpu.info;
-        const taken = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize && info.subgroupMinSize % 8 === 0;
+        const sg = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
         for (const shape of [...shapes, long].map((s) => ({ ...s, ...extra }))) {
+          const taken = sg > 0 && sg % (shape.hd / 16) === 0;
           const base = await withPrefillTuning({ quad: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
           for (const t of [{ bkQuad: 16 }, { bkQuad: 32 }, { pf: false }, { minGrid: 1e9 }]) {
             const got = await withPrefillTuning({ quad: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));

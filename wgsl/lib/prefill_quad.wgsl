@@ -1,13 +1,13 @@
-// QUAD main of attention_prefill.wgsl (HD = 128, NV4 = 4, LANE_SUBGROUP, HPV with PACKED or QK8): a group
-// of L = 8 lanes holds FOUR query vectors, 16 dims of each per lane, so every 16-byte K or V read from
-// workgroup memory feeds four vectors (the two-vector kernel: two), and an f16 K word is unpacked once for
-// four. Eight keys per step, as PKEYS8: keys grouped from multiples of eight, P·V summed in f16 per eight.
-// The group's partial dots (4 vectors × 8 keys per lane) are summed by a reduce-scatter over three lane
-// bits (R1, R2, R3 below: 16 + 8 + 4 shuffles, where a butterfly takes 96), which leaves each lane four
-// full scores: one vector's (w) over one half of the keys (b0). The lane runs that vector's online softmax
-// over its four keys (4 exps, where every lane took 16), and the weights and the rescale are gathered back
-// (R3, R2, R1) for P·V. A lane orders its own vectors and keys so that each round keeps its low slots and
-// sends its high ones, so no selects are needed:
+// QUAD main of attention_prefill.wgsl (HD 128 with KH, or 64; NV4 = 4, LANE_SUBGROUP, HPV with PACKED or QK8):
+// a group of L = HD/16 lanes holds FOUR query vectors, 16 dims of each per lane, so every 16-byte K or V read
+// from workgroup memory feeds four vectors (the two-vector kernel: two), and an f16 K word is unpacked once
+// for four. Eight keys per step, as PKEYS8: keys grouped from multiples of eight, P·V summed in f16 per eight.
+// The group's partial dots (4 vectors × 8 keys per lane) are summed by a reduce-scatter over the lane bits
+// (R1, R2 and with KH R3 below: 16 + 8 + 4 shuffles, where a butterfly takes 96), which leaves each lane
+// one vector's (w) scores: for one half of the keys (KH: b0) or all eight. The lane runs that vector's online
+// softmax over them (4 exps with KH, where every lane took 16), and the weights and the rescale are
+// gathered back (R3, R2, R1) for P·V. A lane orders its own vectors and keys so that each round keeps its
+// low slots and sends its high ones, so no selects are needed:
 //   vector slot s = query vector grp + (s ^ w)·QV;   key slot k (of 8) = key t + 4·((k / 4) ^ b0) + k % 4.
 // Per-lane state is transposed: Blk.x holds one dim for the four vector slots, so q·k and P·V are vec4
 // FMAs over vectors. The tiles are rows of H8 16-byte units without padding, units swizzled (at(): unit
@@ -23,8 +23,10 @@ struct P8 {
   k0: vec4<f16>, k1: vec4<f16>, k2: vec4<f16>, k3: vec4<f16>, k4: vec4<f16>, k5: vec4<f16>, k6: vec4<f16>, k7: vec4<f16>,
 }
 
-// Lane bits of the three rounds: R1 halves the vector slots, R2 halves them again, R3 the keys. QI (q8):
-// R1 = 1, so the first round pairs the two lanes of one 32-dim scale block and adds integers.
+// Lane bits of the rounds: R1 halves the vector slots, R2 halves them again, R3 (KH: HD 128, 8 lanes) the
+// keys; with HD 64 (4 lanes) a lane keeps its vector's eight keys. QI (q8): R1 = 1, so the first round pairs
+// the two lanes of one 32-dim scale block and adds integers.
+#ifdef KH
 #ifdef QI
 const R1: u32 = 1u;
 const R2: u32 = 4u;
@@ -34,9 +36,19 @@ const R1: u32 = 4u;
 const R2: u32 = 2u;
 const R3: u32 = 1u;
 #endif
-// The lane's vector w (bit 1 from R1, bit 0 from R2) and key half.
-fn lane_w(lane: u32) -> u32 { return select(0u, 2u, (lane & R1) != 0u) | select(0u, 1u, (lane & R2) != 0u); }
 fn lane_half(lane: u32) -> u32 { return select(0u, 1u, (lane & R3) != 0u); }
+#else
+#ifdef QI
+const R1: u32 = 1u;
+const R2: u32 = 2u;
+#else
+const R1: u32 = 2u;
+const R2: u32 = 1u;
+#endif
+fn lane_half(lane: u32) -> u32 { return 0u; }
+#endif
+// The lane's vector w (bit 1 from R1, bit 0 from R2).
+fn lane_w(lane: u32) -> u32 { return select(0u, 2u, (lane & R1) != 0u) | select(0u, 1u, (lane & R2) != 0u); }
 
 #ifdef QH
 alias wt = vec4<f16>;   // weights gathered as f16 (half the shuffle payload)
@@ -204,7 +216,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let tl = min(vec4<u32>(t0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(nk - 1u));
       let th = min(vec4<u32>(t + 4u - 4u * b0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(nk - 1u));
       // Partial scores, each a vec4 over the vector slots, then the reduce-scatter: keep slots 0–1, send 2–3
-      // (xor 4); keep 0, send 1 (xor 2); keep key slots 0–3, send 4–7 (xor 1).
+      // (R1); keep 0, send 1 (R2); KH: keep key slots 0–3, send 4–7 (R3).
       var e0 = qk4(q, tl.x, lane, c0, c1);
       var e1 = qk4(q, tl.y, lane, c0, c1);
       var e2 = qk4(q, tl.z, lane, c0, c1);
@@ -219,20 +231,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let f67 = vec4<f32>(round1(e6, q, th.z, lane), round1(e7, q, th.w, lane));
       let g03 = vec4<f32>(f01.x, f01.z, f23.x, f23.z) + subgroupShuffleXor(vec4<f32>(f01.y, f01.w, f23.y, f23.w), R2);
       let g47 = vec4<f32>(f45.x, f45.z, f67.x, f67.z) + subgroupShuffleXor(vec4<f32>(f45.y, f45.w, f67.y, f67.w), R2);
-      var sc = g03 + subgroupShuffleXor(g47, R3);
-      // Vector slot 0's scores for keys t0 .. t0+3: causal mask and pad keys (weight e^-inf = 0).
+      let neg = vec4<f32>(-3.0e38);
       let j = vec4<u32>(t0) + vec4<u32>(0u, 1u, 2u, 3u);
-      sc = select(vec4<f32>(-3.0e38), sc, j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+#ifdef KH
+      // Vector slot 0's scores for keys t0 .. t0+3: causal mask and pad keys (weight e^-inf = 0).
+      let sc = select(neg, g03 + subgroupShuffleXor(g47, R3), j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
       var mx = max(max(sc.x, sc.y), max(sc.z, sc.w));
       mx = max(mx, subgroupShuffleXor(mx, R3));
+#else
+      // Vector slot 0's scores for keys t .. t+7.
+      let sc = select(neg, g03, j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+      let jh = j + vec4<u32>(4u);
+      let sh = select(neg, g47, jh < vec4<u32>(nk) & (jh + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+      let x = max(sc, sh);
+      let mx = max(max(x.x, x.y), max(x.z, x.w));
+#endif
       let mn = max(m, mx);
       let c = exp(m - mn);
       let p = exp(sc - vec4<f32>(mn));
+      // Gather: key slots 4..7 of vector slot 0 (KH: from R3), then vector slot 1 (R2), slots 2–3 (R1).
+#ifdef KH
       l = l * c + ((p.x + p.y) + (p.z + p.w));
-      m = mn;
-      // Gather: key slots 4..7 of vector slot 0 (xor 1), then vector slot 1 (xor 2), slots 2–3 (xor 4).
       let pa = wt(p);
       let pb = subgroupShuffleXor(pa, R3);
+#else
+      let ph = exp(sh - vec4<f32>(mn));
+      l = l * c + (((p.x + p.y) + (p.z + p.w)) + ((ph.x + ph.y) + (ph.z + ph.w)));
+      let pa = wt(p);
+      let pb = wt(ph);
+#endif
+      m = mn;
       let pa1 = subgroupShuffleXor(pa, R2);
       let pb1 = subgroupShuffleXor(pb, R2);
       let c1s = subgroupShuffleXor(c, R2);
@@ -249,8 +277,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
-  // Full sums: both key halves (xor 1), then the other vector slots' (xor 2, 4).
+  // Full sums: both key halves (KH), then the other vector slots' (R2, R1).
+#ifdef KH
   let lf = l + subgroupShuffleXor(l, R3);
+#else
+  let lf = l;
+#endif
   let l1 = subgroupShuffleXor(lf, R2);
   let inv = 1.0 / vec4<f32>(lf, l1, subgroupShuffleXor(lf, R1), subgroupShuffleXor(l1, R1));
   if (v0.real) { emit4(v0, lane, o, 0u, inv.x); }
