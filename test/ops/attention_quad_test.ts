@@ -3,7 +3,8 @@
  * head dims 128 and 64 on an f16 adapter whose subgroups hold whole hd/16-lane groups), against
  * src/lab/ref/attention.ts:
  *  - f16 and q8 caches, GQA 4 over several tiles, GQA 6 (128 vectors per workgroup do not divide: idle
- *    vectors), GQA 1 with a single row, 1.6k keys, head dim 64 (GQA 3); with the weights gathered as f32 (`qh` off) and the q8
+ *    vectors), GQA 1 with a single row, 1.6k keys, head dim 64 (GQA 3), query heads of sizes 16× apart (q8
+ *    quantizes each vector's 32-dim blocks with its own scale, as the reference does); with the weights gathered as f32 (`qh` off) and the q8
  *    sums' first round in floats (`qi` off) as well as the defaults;
  *  - its bits do not depend on the key tile (16, 32, 64 keys), the prefetch or the workgroup shape (64-lane
  *    workgroups under `minGrid`), as the scheduler's chunking requires;
@@ -48,6 +49,8 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
           await withPrefillTuning({ quad: true, ...t }, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
             await expectCase(gpu, attentionPrefillCase, { ...long, ...extra }, 64);
+            // Query heads 16× apart in size: q8's per-vector quantization scale must be each vector's own.
+            for (const hd of [128, 64]) await expectCase(gpu, attentionPrefillCase, { ...shapes[0], hd, ...extra, qspread: 1 }, 66);
           });
         }
       }),

@@ -63,7 +63,7 @@ fn blk(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> Blk {
 
 #ifdef QK8
 // A lane's 16 dims of four vectors as codes (vector slot s: w.s), and their block scales: a scale block of
-// 32 dims spans this lane and its b0 partner, so its max comes through one shuffle.
+// 32 dims spans this lane and its partner across lane bit 0, so its max comes through one shuffle.
 struct Q4 { a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, s: vec4<f32> }
 fn amax16(h: Hv) -> f32 {
   let m = max(max(abs(h.v0), abs(h.v1)), max(abs(h.v2), abs(h.v3)));
@@ -75,10 +75,14 @@ fn qc16(h: Hv, inv: f32) -> vec4<u32> {
 fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Q4 {
   let m = vec4<f32>(amax16(a), amax16(b), amax16(c), amax16(d));
   let o = subgroupShuffleXor(m, 1u);
+  // The partner across lane bit 0 holds vector slot s at its slot s ^ 2 where that bit is R1 (QI), s ^ 1
+  // where it is R2 (HD 64 without QI), and s where it is R3 (KH without QI).
 #ifdef QI
-  let am = max(m, o.zwxy);  // the partner holds vector slot s at its slot s ^ 2
-#else
+  let am = max(m, o.zwxy);
+#elif KH
   let am = max(m, o);
+#else
+  let am = max(m, o.yxwz);
 #endif
   return Q4(qc16(a, kv8_inv(am.x)), qc16(b, kv8_inv(am.y)), qc16(c, kv8_inv(am.z)), qc16(d, kv8_inv(am.w)), am / 127.0);
 }

@@ -75,6 +75,12 @@ function queries(rng: Rng, n: number, act: ActDtype): Float64Array {
   return Float64Array.from({ length: n }, () => roundAct(rng.signed(amp), act));
 }
 
+/** With `on`, query head h's values times 2^(h mod 5 − 2) (exact in f16: a power of two). */
+function spread(q: Float64Array, nq: number, hd: number, on: number, act: ActDtype): Float64Array {
+  if (!on) return q;
+  return q.map((x, e) => roundAct(x * 2 ** ((Math.floor(e / hd) % nq) % 5 - 2), act));
+}
+
 /** Reference work (multiply-adds) above which only a sample of rows is checked (big CLI shapes). */
 const FULL_CHECK_MACS = 2 ** 28;
 
@@ -295,14 +301,15 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   files: ["attention_prefill.wgsl"],
   summary: "causal attention for a prefill segment (flash attention over the paged cache)",
   // Qwen3-4B, the second 512-token chunk of a prompt.
-  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0 },
-  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0 },
+  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0, qspread: 0 },
+  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0, qspread: 0 },
   keys: {
     S: "segment rows (consecutive positions of one sequence)",
     p0: "position of the first segment row (KV before it is cached)",
     ...HEAD_KEYS,
     row0: "step rows before the segment (decode rows of another sequence)",
     qk8: "(kv8, head dim a multiple of 32) 1: q·k on integer dot products, q quantized per 32 values",
+    qspread: "1: query head h scaled by 2^(h mod 5 − 2), so a kernel that shared a quantization scale between heads would show",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -330,7 +337,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       row0,
       nq,
       scale: Math.fround(1 / Math.sqrt(hd)),
-      q: queries(rng, R * nq * hd, env.act),
+      q: spread(queries(rng, R * nq * hd, env.act), nq, hd, int(shape, "qspread", 0), env.act),
       pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
     };
