@@ -5,7 +5,7 @@
  *     [--configs '[{"pf":false},{}]']   (prefill-attention tunings: setPrefillAttentionTuning in src/ops/attention.ts)
  *     [--check]   (each config is first checked against the float64 reference on two small odd shapes of the
  *                  same heads and cache: a variant is timed only where it is also right on this device)
- * Prints ms per call (median of the steady samples, after 1.5 s of warm-up runs: a new pipeline starts slow)
+ * Prints ms per call (median of the samples, after 1.5 s of warm-up runs: a new pipeline starts slow)
  * and TFLOP/s (4·keys·nq·hd per call). Defaults: one layer of the 4B chunk "prefill at 12k–14k" times.
  * @module
  */
@@ -47,8 +47,7 @@ for (const c of configs) {
       const w0 = performance.now();
       while (performance.now() - w0 < 1500) await timeBound(bound, 5);
       const t = await timeBound(bound, iters);
-      const steady = t.samples.slice(Math.min(2, t.samples.length - 1)).sort((a, b) => a - b);
-      const ms = steady[Math.floor(steady.length / 2)];
+      const ms = t.medianMs;
       console.log(`${JSON.stringify(c).padEnd(30)} ${ms.toFixed(3)} ms  ${(flops / ms / 1e9).toFixed(1)} TFLOP/s  [${t.samples.map((x) => x.toFixed(2)).join(" ")}]`);
     } finally {
       bound.destroy();

@@ -72,7 +72,6 @@ export function kTok(n: number): string {
   return n >= 1024 && n % 1024 === 0 ? `${n / 1024}k` : String(n);
 }
 
-/** One row per figure: ours, roofline, PyTorch and the ratio, the llama.cpp bar and the target. */
 /**
  * A prefill-at-depth bar (llama.cpp's pp512 at depth d: 512 tokens from position d) applies to the measured
  * chunk window that holds position d, not to a shallower one (a 16k prompt's window is 12k–14k).
@@ -82,6 +81,7 @@ export function atDepth(b: { prefillAtDepth: Record<number, number> } | undefine
   return d === undefined ? undefined : b!.prefillAtDepth[d];
 }
 
+/** One row per figure: ours, roofline, PyTorch and the ratio, the llama.cpp bar and the target. */
 export function markdown(r: BenchResult): string {
   const out: string[] = [];
   const c = r.ceilings;

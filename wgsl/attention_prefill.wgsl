@@ -17,8 +17,7 @@
 // PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
 // and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
 // same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
-// Tile loads: lib/prefill_tile.wgsl; PF (PACKED, or QK8 with HPV): the next tile is loaded into registers
-// while this one is computed.
+// Tile loads: lib/prefill_tile.wgsl (PF, with PACKED or QK8 + HPV: the next tile in registers meanwhile).
 // KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per step's keys.

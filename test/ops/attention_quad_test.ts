@@ -16,18 +16,9 @@
 import { describe, expect, test } from "vitest";
 import { attentionPrefillCase } from "../../src/lab/cases/attention.ts";
 import { setPrefillAttentionTuning } from "../../src/ops/attention.ts";
-import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
+import { devices, expectBitwise, expectCase, outputsOf, withTuning } from "../util/lab.ts";
 
 const { on } = devices();
-
-async function withPrefillTuning<T>(t: Parameters<typeof setPrefillAttentionTuning>[0], fn: () => Promise<T>): Promise<T> {
-  const prev = setPrefillAttentionTuning(t);
-  try {
-    return await fn();
-  } finally {
-    setPrefillAttentionTuning(prev);
-  }
-}
 
 const shapes = [
   { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 },
@@ -46,7 +37,7 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
       `${cache} cache: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64, with qh and qi on and off`,
       on("f16", async (gpu) => {
         for (const t of [{}, { qh: false }, { qi: false }, { qh: false, qi: false }]) {
-          await withPrefillTuning({ quad: true, ...t }, async () => {
+          await withTuning(setPrefillAttentionTuning, { quad: true, ...t }, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
             await expectCase(gpu, attentionPrefillCase, { ...long, ...extra }, 64);
             // Query heads 16× apart in size: q8's per-vector quantization scale must be each vector's own.
@@ -62,12 +53,12 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
         const sg = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
         for (const shape of [...shapes, long].map((s) => ({ ...s, ...extra }))) {
           const taken = sg > 0 && sg % (shape.hd / 16) === 0;
-          const base = await withPrefillTuning({ quad: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+          const base = await withTuning(setPrefillAttentionTuning, { quad: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
           for (const t of [{ bkQuad: 16 }, { bkQuad: 32 }, { pf: false }, { minGrid: 1e9 }]) {
-            const got = await withPrefillTuning({ quad: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+            const got = await withTuning(setPrefillAttentionTuning, { quad: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
             expectBitwise(got.out, base.out, `quad ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
           }
-          const two = await withPrefillTuning({ quad: false }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+          const two = await withTuning(setPrefillAttentionTuning, { quad: false }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
           const differs = base.out.some((x, i) => !Object.is(x, two.out[i]));
           // Where the adapter's subgroups cannot hold the 8-lane groups the two-vector kernel runs instead.
           expect(differs, `quad vs two-vector kernel on ${JSON.stringify(shape)} (subgroups of ${info.subgroupMinSize})`).toBe(taken);

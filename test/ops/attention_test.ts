@@ -39,28 +39,9 @@ import { afterAll, beforeAll, describe, test } from "vitest";
 import { Gpu } from "../../src/gpu/device.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "../../src/lab/cases/attention.ts";
 import { setDecodeAttentionTuning, setPrefillAttentionTuning } from "../../src/ops/attention.ts";
-import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
+import { devices, expectBitwise, expectCase, outputsOf, withTuning } from "../util/lab.ts";
 
 const { on } = devices();
-
-/** Runs `fn` under a decode-attention tuning, then restores the previous one. */
-async function withPrefillTuning<T>(t: Parameters<typeof setPrefillAttentionTuning>[0], fn: () => Promise<T>): Promise<T> {
-  const prev = setPrefillAttentionTuning(t);
-  try {
-    return await fn();
-  } finally {
-    setPrefillAttentionTuning(prev);
-  }
-}
-
-async function withTuning(t: Parameters<typeof setDecodeAttentionTuning>[0], fn: () => Promise<void>): Promise<void> {
-  const prev = setDecodeAttentionTuning(t);
-  try {
-    await fn();
-  } finally {
-    setDecodeAttentionTuning(prev);
-  }
-}
 
 for (const path of ["f16", "f32"] as const) {
   describe(`attention, ${path} activations`, () => {
@@ -76,7 +57,7 @@ for (const path of ["f16", "f32"] as const) {
       "decode shapes the benchmark sweeps: 64- and 128-key splits (up to 40 splits to merge), 256-lane workgroups",
       on(path, async (gpu) => {
         for (const t of [{ split: 64, wg: 128 }, { split: 128, wg: 256 }, { split: 64, wg: 256 }]) {
-          await withTuning(t, async () => {
+          await withTuning(setDecodeAttentionTuning, t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
           });
@@ -103,7 +84,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         // keys4 (on by default for f16 and q8 caches with subgroups) fuses RoPE at every length: off here.
         for (const ropeMaxKv of [300, 0]) {
-          await withTuning({ ropeMaxKv, keys4: false }, async () => {
+          await withTuning(setDecodeAttentionTuning, { ropeMaxKv, keys4: false }, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 18);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2 }, 19);
             // One long row: the short-row dispatch is skipped.
@@ -116,7 +97,7 @@ for (const path of ["f16", "f32"] as const) {
       "decode, four keys per step (keys4, f16 cache with subgroups) against the two-key loop; 512-key splits past longKv 300",
       on(path, async (gpu) => {
         for (const t of [{ keys4: true }, { keys4: false }, { keys4: true, longKv: 300 }]) {
-          await withTuning(t, async () => {
+          await withTuning(setDecodeAttentionTuning, t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 1001 }, 31);
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 9, len: 777, row0: 1 }, 32);
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 901, rope: 1, rot: 64 }, 33);
@@ -130,7 +111,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         // 512-lane combine: 16 groups of splits for 11 splits (some groups stay empty).
         for (const t of [{ split: 64, wg: 256, ropeWg: 256, combineWg: 512 }, { split: 128, wg: 128, ropeWg: 512, combineWg: 256 }]) {
-          await withTuning(t, async () => {
+          await withTuning(setDecodeAttentionTuning, t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 15);
           });
         }
@@ -183,8 +164,8 @@ for (const path of ["f16", "f32"] as const) {
       "prefill: 256-lane workgroups (minGrid 0) and 64-lane ones give the same bits; the checks hold for both",
       on(path, async (gpu) => {
         for (const shape of [{ S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 }, { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }]) {
-          const small = await withPrefillTuning({ minGrid: 1e9 }, () => outputsOf(gpu, attentionPrefillCase, shape, 3));
-          const big = await withPrefillTuning({ minGrid: 0 }, async () => {
+          const small = await withTuning(setPrefillAttentionTuning, { minGrid: 1e9 }, () => outputsOf(gpu, attentionPrefillCase, shape, 3));
+          const big = await withTuning(setPrefillAttentionTuning, { minGrid: 0 }, async () => {
             await expectCase(gpu, attentionPrefillCase, shape, 3);
             return outputsOf(gpu, attentionPrefillCase, shape, 3);
           });
@@ -202,9 +183,9 @@ for (const path of ["f16", "f32"] as const) {
           ]
         ) {
           // (hpv off: its f16 P·V is checked against the reference in its own test)
-          const base = await withPrefillTuning({ packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
+          const base = await withTuning(setPrefillAttentionTuning, { packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
           for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: true, bk: 64, pf: false }, { packed: false, bk: 16 }]) {
-            const got = await withPrefillTuning({ hpv: false, ...t }, async () => {
+            const got = await withTuning(setPrefillAttentionTuning, { hpv: false, ...t }, async () => {
               await expectCase(gpu, attentionPrefillCase, shape, 12);
               return outputsOf(gpu, attentionPrefillCase, shape, 12);
             });
@@ -222,16 +203,16 @@ for (const path of ["f16", "f32"] as const) {
             { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
           ]
         ) {
-          const base = await withPrefillTuning({ keys4: true, packed: false, bk: 32 }, async () => {
+          const base = await withTuning(setPrefillAttentionTuning, { keys4: true, packed: false, bk: 32 }, async () => {
             await expectCase(gpu, attentionPrefillCase, shape, 13);
             return outputsOf(gpu, attentionPrefillCase, shape, 13);
           });
           for (const t of [{ packed: true, bk: 64 }, { packed: false, bk: 16 }, { packed: false, bk: 32, minGrid: 1e9 }]) {
-            const got = await withPrefillTuning({ keys4: true, hpv: false, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
+            const got = await withTuning(setPrefillAttentionTuning, { keys4: true, hpv: false, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
             expectBitwise(got.out, base.out, `prefill keys4 ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
           }
         }
-        await withPrefillTuning({ keys4: true }, async () => {
+        await withTuning(setPrefillAttentionTuning, { keys4: true }, async () => {
           await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 14);
           await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 15);
         });
@@ -245,15 +226,15 @@ for (const path of ["f16", "f32"] as const) {
           { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 },
         ];
         for (const t of [{ hpv: true }, { hpv: true, keys8: false }, { hpv: false }]) {
-          await withPrefillTuning(t, async () => {
+          await withTuning(setPrefillAttentionTuning, t, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 16 + i);
             await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 18);
           });
         }
         for (const shape of shapes) {
-          const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
+          const base = await withTuning(setPrefillAttentionTuning, { hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
           for (const t of [{ bkQ8: 16 }, { bkQ8: 64 }, { minGrid: 1e9 }]) {
-            const got = await withPrefillTuning({ hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
+            const got = await withTuning(setPrefillAttentionTuning, { hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
             expectBitwise(got.out, base.out, `prefill q8 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
           }
         }
@@ -267,15 +248,15 @@ for (const path of ["f16", "f32"] as const) {
           { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
         ];
         for (const keys8 of [true, false]) {
-          await withPrefillTuning({ hpv: true, keys8 }, async () => {
+          await withTuning(setPrefillAttentionTuning, { hpv: true, keys8 }, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 41 + i);
             await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 }, 44);
           });
         }
         for (const shape of shapes) {
-          const base = await withPrefillTuning({ hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
+          const base = await withTuning(setPrefillAttentionTuning, { hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
           for (const t of [{ bk: 16 }, { pf: false }, { minGrid: 1e9 }]) {
-            const got = await withPrefillTuning({ hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
+            const got = await withTuning(setPrefillAttentionTuning, { hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
             expectBitwise(got.out, base.out, `prefill f16 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
           }
         }
@@ -288,7 +269,7 @@ for (const path of ["f16", "f32"] as const) {
       "q8 cache, decode: GQA 1, 3, 4; lengths up to 1001 (several splits), odd; head dims 64, 32, 128; q8Tunings",
       on(path, async (gpu) => {
         for (const t of q8Tunings) {
-          await withTuning(t, async () => {
+          await withTuning(setDecodeAttentionTuning, t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601, kv8: 1 }, 31);
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 11, len: 513, kv8: 1 }, 32);
             await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 1001, kv8: 1 }, 33);
@@ -302,7 +283,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         const qwen = { rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6, kv8: 1 };
         for (const t of [{}, { keys4: false }, { longKv: 300 }]) {
-          await withTuning(t, async () => {
+          await withTuning(setDecodeAttentionTuning, t, async () => {
             await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, ...qwen }, 41);
             await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 1, hd: 64, ps: 9, len: 300, rope: 1, qknorm: 0, kv8: 1 }, 42);
             // Length 1: the output is the new V itself, as the kernel quantized it.
@@ -314,7 +295,7 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "q8 cache, decode with RoPE, keys4 off: rows longer than ropeMaxKv 300 take rope.wgsl + the plain kernel",
       on(path, async (gpu) => {
-        await withTuning({ keys4: false, ropeMaxKv: 300 }, async () => {
+        await withTuning(setDecodeAttentionTuning, { keys4: false, ropeMaxKv: 300 }, async () => {
           await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128, kv8: 1 }, 44);
           await expectCase(
             gpu,
@@ -377,7 +358,7 @@ describe("attention without subgroups (workgroup-memory reductions)", () => {
   afterAll(() => gpu?.destroy());
   test("decode with RoPE fused and q/k norm (128 and 512 lanes); plain decode", async () => {
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128 }, 16);
-    await withTuning({ ropeWg: 512 }, async () => {
+    await withTuning(setDecodeAttentionTuning, { ropeWg: 512 }, async () => {
       await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 64, ps: 16, len: 300, rope: 1, rot: 64 }, 20);
     });
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 17);

@@ -43,6 +43,19 @@ export function devices(): {
   };
 }
 
+/**
+ * Runs `fn` under a tuning that `set` installs (a setter that returns the previous tuning, as
+ * setPrefillAttentionTuning does), then restores the previous one.
+ */
+export async function withTuning<P, T>(set: (t: P) => P, t: P, fn: () => Promise<T>): Promise<T> {
+  const prev = set(t);
+  try {
+    return await fn();
+  } finally {
+    set(prev);
+  }
+}
+
 /** Runs `c` on `shape` over its small shape and asserts every output is within tolerance. */
 export async function expectCase(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1): Promise<OutputReport[]> {
   const r = await runCase(gpu, c, { shape: { ...c.small, ...shape }, seed });

@@ -20,6 +20,8 @@ export interface AttentionRef extends PagedKv {
   scale: number;
   /** (R, nq·hd) before the kernel. */
   out0: Float64Array;
+  /** If given, (R, nq·hd): each computed output's softmax-weighted mean of |v| (a rounding bound's scale). */
+  absOut?: Float64Array;
 }
 
 export function attentionRef(a: AttentionRef): Float64Array {
@@ -44,11 +46,14 @@ export function attentionRef(a: AttentionRef): Float64Array {
       let l = 0;
       for (let j = 0; j < len; j++) l += s[j] = Math.exp(s[j] - mx);
       const o = new Float64Array(hd);
+      const oa = a.absOut ? new Float64Array(hd) : null;
       for (let j = 0; j < len; j++) {
         const vb = kvOffset(a, row.slot, j, 1, h);
         for (let d = 0; d < hd; d++) o[d] += s[j] * a.kv[vb + d];
+        if (oa) for (let d = 0; d < hd; d++) oa[d] += s[j] * Math.abs(a.kv[vb + d]);
       }
       for (let d = 0; d < hd; d++) out[qb + d] = o[d] / l;
+      if (oa) for (let d = 0; d < hd; d++) a.absOut![qb + d] = oa[d] / l;
     }
   }
   return out;
