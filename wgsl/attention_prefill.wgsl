@@ -21,8 +21,8 @@
 // KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
 // lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
 // with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per step's keys.
-// HPV also serves the f16 cache (PACKED): its V tile is then the cache's own values.
-// QUAD (HPV, HD 128 or 64, subgroups): four vectors per group of HD/16 lanes; main: lib/prefill_quad.wgsl.
+// HPV also serves the f16 cache (PACKED; its V tile: the cache's values). QUAD (HPV, HD 128 or 64, subgroups):
+// four vectors per group of HD/16 lanes, main: lib/prefill_quad.wgsl (HQK there: f16 q·k, K tile as f16).
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -70,9 +70,6 @@ override PRS: u32 = H8;                 // unpadded (units swizzled: at())
 #else
 override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
 #endif
-#ifdef PACKED
-var<workgroup> ks: array<vec4<u32>, BK * PRS>;
-#endif
 #ifdef HPV
 // HPV: the V tile as f16 values, eight (dims 8j .. 8j+7) per position in one Hh: one 16-byte read (as two
 // vec4<f16> arrays it took two 8-byte reads; H200, q8: 15.7 → 14.2 ms per 4B layer at depth 12k).
@@ -82,6 +79,11 @@ fn vh(i: u32) -> Hh { return vs[i]; }
 fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[i] = Hh(vec4<f16>(x), vec4<f16>(y)); }
 #else
 var<workgroup> vs: array<vec4<u32>, BK * PRS>;
+#endif
+#ifdef HQK
+var<workgroup> ks: array<Hh, BK * PRS>;  // HQK (QUAD, f16 cache): K as f16 values for f16 q·k
+#elif PACKED
+var<workgroup> ks: array<vec4<u32>, BK * PRS>;
 #endif
 #ifdef QUAD
 // Position of packed vec4 d8 of tile row t (lib/prefill_quad.wgsl: the lanes of a quarter-warp read units
@@ -144,14 +146,12 @@ fn qload(o: u32, s: f32) -> Hv {
 }
 
 // Dims 8j .. 8j+7 of this lane's slice of the K (V) tile row starting at padded index b, as f32: two vec4s
-// of the f32 tile, or one packed vec4 unpacked (each word read once).
+// of the f32 tile, or one packed vec4 unpacked (each word read once). krow / vrow, kdot2: lib/prefill_rows.
 struct Two { a: vec4<f32>, b: vec4<f32> }
 #ifdef QK8
 #include "lib/prefill_qk8.wgsl"
 #endif
-// krow / vrow (tile rows as f32) and kdot2 (f32 q·k):
 #include "lib/prefill_rows.wgsl"
-
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
 struct Pair { a: Soft, b: Soft }

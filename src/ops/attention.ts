@@ -235,7 +235,8 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ...(packed ? { PACKED: 1 } : {}), ...(vpk ? { VPK: 1 } : {}), ...(hpv ? { HPV: 1 } : {}),
       ...(qk8 ? { QK8: 1, H16: a.hd / 16, NB: a.hd / 32 } : {}), ...q8.defines,
       ...(prefillTuning.keys4 ? { PKEYS4: 1 } : {}), ...(keys8 ? { PKEYS8: 1 } : {}),
-      ...(quad ? { QUAD: 1, ...(a.hd === 128 ? { KH: 1 } : {}), ...(prefillTuning.qh ? { QH: 1 } : {}), ...(qk8 && prefillTuning.qi ? { QI: 1 } : {}) } : {}),
+      ...(quad ? { QUAD: 1, ...(a.hd === 128 ? { KH: 1 } : {}), ...(prefillTuning.qh ? { QH: 1 } : {}), ...(qk8 && prefillTuning.qi ? { QI: 1 } : {}),
+        ...(packed && prefillTuning.hqk ? { HQK: 1 } : {}) } : {}),
       ...(pf ? { PF: 1, ...(packed ? { NPF: units((t.BK * a.hd) / 8) } : { NPF: units((t.BK * a.hd) / 16), NPV: units((t.BK * a.hd) / 8) }) } : {}),
     },
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
@@ -269,9 +270,11 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * (lib/prefill_quad.wgsl), its partial scores summed by a reduce-scatter and the weights gathered back;
  * `bkQuad` its keys per tile (both caches), `qh` the weights gathered as f16, `qi` (q8) the first round of
  * the sums in integers. H200, one 4B layer of 2048 rows at depth 12k: f16 16.6 → 13.5 ms, q8 12.7 → 10.1
- * ms (#67).
+ * ms (#67). `hqk` (quad, f16 cache): q·k on f16 fused multiply-adds, chains of eight products per vector
+ * (at depth 16k: 17.4 → 15.8 ms per 4B layer, head dim 64 4.39 → 4.01; #72). Scores then carry f16
+ * rounding (the kernel check's reference sums them alike; the bundled model's mean NLL: #72).
  */
-const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true, quad: true, bkQuad: 64, qh: true, qi: true };
+const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true, quad: true, bkQuad: 64, qh: true, qi: true, hqk: true };
 
 /** Overrides the prefill attention shape (benchmark sweeps, tests). Returns the old one. */
 export function setPrefillAttentionTuning(t: Partial<typeof prefillTuning>): typeof prefillTuning {

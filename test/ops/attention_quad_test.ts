@@ -10,7 +10,9 @@
  *    workgroups under `minGrid`), as the scheduler's chunking requires;
  *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs.
  * Tolerance: as test/ops/attention_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last term
- * the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q alike).
+ * the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q alike;
+ * f16 with `hqk`, the engine's default, the same against a reference whose scores are summed as the kernel
+ * sums them: q·scale in f16, chains of eight f16 fused multiply-adds).
  * A 1% error in a quarter of the P·V partials fails the checks (tried once, on both caches).
  */
 import { describe, expect, test } from "vitest";
@@ -31,12 +33,14 @@ const long = { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 };
 const q8 = { kv8: 1, qk8: 1 };
 
 describe("prefill attention, four query vectors per lane group (quad)", () => {
-  for (const cache of ["f16", "q8"] as const) {
-    const extra = cache === "q8" ? q8 : {};
+  // The f16 cache runs with hqk (q·k on f16 FMAs, the engine's default; the reference sums the scores alike)
+  // and without; q8 ignores it.
+  for (const [cache, extra] of [["f16", { hqk: 1 }], ["f16", { hqk: 0 }], ["q8", q8]] as const) {
     test(
-      `${cache} cache: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64, with qh and qi on and off`,
+      `${cache} cache ${JSON.stringify(extra)}: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64, with qh and qi on and off`,
       on("f16", async (gpu) => {
-        for (const t of [{}, { qh: false }, { qi: false }, { qh: false, qi: false }]) {
+        const tunings = cache === "q8" ? [{}, { qh: false }, { qi: false }, { qh: false, qi: false }] : [{}, { qh: false }];
+        for (const t of tunings) {
           await withTuning(setPrefillAttentionTuning, { quad: true, ...t }, async () => {
             for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
             await expectCase(gpu, attentionPrefillCase, { ...long, ...extra }, 64);
@@ -47,7 +51,7 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
       }),
     );
     test(
-      `${cache} cache: bits independent of the key tile, the prefetch and the workgroup shape; not the two-vector kernel's`,
+      `${cache} cache ${JSON.stringify(extra)}: bits independent of the key tile, the prefetch and the workgroup shape; not the two-vector kernel's`,
       on("f16", async (gpu) => {
         const info = gpu.info;
         const sg = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;

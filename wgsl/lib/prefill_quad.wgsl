@@ -12,12 +12,16 @@
 // Per-lane state is transposed: Blk.x holds one dim for the four vector slots, so q·k and P·V are vec4
 // FMAs over vectors. The tiles are rows of H8 16-byte units without padding, units swizzled (at(): unit
 // d8 ^ bit 3 of d8) so that the 8 lanes of a quarter-warp read 8 distinct bank groups.
-// H200, one 4B layer of 2048 rows at depth 12k: f16 cache 16.6 → 13.5 ms, q8 12.7 → 10.1 ms (NOTES #67).
+// H200, one 4B layer of 2048 rows at depth 12k: f16 cache 16.6 → 13.5 ms, q8 12.7 → 10.1 ms (NOTES #67);
+// HQK (f16 cache: q·k on f16 FMAs), at depth 16k: 17.4 → 15.8 ms (#72).
 
 // Four dims (x .. w) of this lane's slice, each a vec4 over the four vector slots.
 struct Blk { x: vec4<f32>, y: vec4<f32>, z: vec4<f32>, w: vec4<f32> }
 // The lane's 16 dims.
 struct Quad { b0: Blk, b1: Blk, b2: Blk, b3: Blk }
+// The same in f16 (HQK's q·scale).
+struct BlkH { x: vec4<f16>, y: vec4<f16>, z: vec4<f16>, w: vec4<f16> }
+struct QuadH { b0: BlkH, b1: BlkH, b2: BlkH, b3: BlkH }
 // Eight keys' weights, each a vec4<f16> over the vector slots (key slots 0..7).
 struct P8 {
   k0: vec4<f16>, k1: vec4<f16>, k2: vec4<f16>, k3: vec4<f16>, k4: vec4<f16>, k5: vec4<f16>, k6: vec4<f16>, k7: vec4<f16>,
@@ -106,6 +110,27 @@ fn qk4(q: Q4, t: u32, lane: u32, c0: u32, c1: u32) -> vec4<f32> {
   return vec4<f32>(f32(idot4(q.a, k)), f32(idot4(q.b, k)), f32(idot4(q.c, k)), f32(idot4(q.d, k))) * (q.s * ksc[t * NB + lane / 2u]);
 }
 #endif
+#elif HQK
+// HQK (f16 cache): q·scale and the K tile as f16, each vector's 16 dims summed as two f16 chains of eight
+// products (4·2 f16 FMAs per key and vector instead of 16 f32), each chain then to f32. Every product and
+// sum rounds within 2^-11: the check adds that bound (src/lab/cases/attention.ts). Range: |q·scale·k|
+// summed over 8 dims stays far below f16's 65504 for normed heads (Qwen3's q/k norms; f32 activations).
+alias Q4 = QuadH;
+fn blkh(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> BlkH {
+  return BlkH(vec4<f16>(vec4<f32>(a.x, b.x, c.x, d.x)), vec4<f16>(vec4<f32>(a.y, b.y, c.y, d.y)),
+              vec4<f16>(vec4<f32>(a.z, b.z, c.z, d.z)), vec4<f16>(vec4<f32>(a.w, b.w, c.w, d.w)));
+}
+fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Q4 {
+  return Q4(blkh(a.v0, b.v0, c.v0, d.v0), blkh(a.v1, b.v1, c.v1, d.v1), blkh(a.v2, b.v2, c.v2, d.v2), blkh(a.v3, b.v3, c.v3, d.v3));
+}
+fn fkh(q: BlkH, k: vec4<f16>, e: vec4<f16>) -> vec4<f16> {
+  return fma(q.w, vec4<f16>(k.w), fma(q.z, vec4<f16>(k.z), fma(q.y, vec4<f16>(k.y), fma(q.x, vec4<f16>(k.x), e))));
+}
+fn qk4(q: Q4, t: u32, lane: u32, c0: u32, c1: u32) -> vec4<f32> {
+  let x = ks[t * PRS + c0];
+  let y = ks[t * PRS + c1];
+  return vec4<f32>(fkh(q.b1, x.y, fkh(q.b0, x.x, vec4<f16>(0.0)))) + vec4<f32>(fkh(q.b3, y.y, fkh(q.b2, y.x, vec4<f16>(0.0))));
+}
 #else
 alias Q4 = Quad;
 fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Quad {

@@ -2,7 +2,9 @@
 // K tile is codes, lib/prefill_qk8.wgsl) and of a V row (vrow, step2's reader) as f32, from the f32 tile, the
 // cache's f16 words (PACKED) or HPV's f16 values; and q·k over the f32 values (kdot2, not under QK8).
 #ifndef QK8
-#ifdef PACKED
+#ifdef HQK
+fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(vec4<f32>(p.x), vec4<f32>(p.y)); }
+#elif PACKED
 fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
 #else
 fn krow(b: u32, j: u32) -> Two { return Two(ks[b + 2u * j], ks[b + 2u * j + 1u]); }

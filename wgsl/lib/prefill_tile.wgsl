@@ -19,7 +19,11 @@ fn kv_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Kv {
 fn kv_put(e: u32, k: vec4<u32>, v: vec4<u32>) {
   if (e >= BK * H8) { return; }
   let i = at(e / H8, e % H8);
+#ifdef HQK
+  ks[i] = Hh(vec4<f16>(lo8(k)), vec4<f16>(hi8(k)));
+#else
   ks[i] = k;
+#endif
 #ifdef HPV
   vput(i, lo8(v), hi8(v));
 #else

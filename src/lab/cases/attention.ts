@@ -117,7 +117,7 @@ function qk8Queries(q: Float64Array, scale: number): Float64Array {
 function reference(i: AttentionInputs, qkv = roped(i), absOut?: Float64Array): Float64Array {
   const { nq } = i;
   const pool = { ...i.pool, kv: qkv.kv };
-  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q, absOut };
+  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q, absOut, qkF16: !!i.shape.hqk };
   const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
@@ -289,14 +289,15 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   files: ["attention_prefill.wgsl"],
   summary: "causal attention for a prefill segment (flash attention over the paged cache)",
   // Qwen3-4B, the second 512-token chunk of a prompt.
-  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0, qspread: 0 },
-  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0, qspread: 0 },
+  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0, hqk: 0, qspread: 0 },
+  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0, hqk: 0, qspread: 0 },
   keys: {
     S: "segment rows (consecutive positions of one sequence)",
     p0: "position of the first segment row (KV before it is cached)",
     ...HEAD_KEYS,
     row0: "step rows before the segment (decode rows of another sequence)",
     qk8: "(kv8, head dim a multiple of 32) 1: q·k on integer dot products, q quantized per 32 values",
+    hqk: "(f16 cache, quad kernel) 1: q·k on f16 fused multiply-adds; the reference computes the scores alike",
     qspread: "1: query head h scaled by 2^(h mod 5 − 2), so a kernel that shared a quantization scale between heads would show",
   },
   make(shape, rng, env) {
@@ -336,7 +337,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
     if (i.shape.qk8 && !(i.pool.q8 && pool.hd % 32 === 0)) throw new ShapeError("attention: qk8 needs kv8 and a head dim that is a multiple of 32");
-    const prev = setPrefillAttentionTuning({ qk8: !!i.shape.qk8 });
+    const prev = setPrefillAttentionTuning({ qk8: !!i.shape.qk8, hqk: !!i.shape.hqk });
     await attentionPrefill(ctx, {
       rows: set.upload("rows", encodeRows(i.rows)),
       q: set.upload("q", encodeAct(i.q, i.act)),

@@ -6,6 +6,7 @@
  * Rows not in `which` keep their values from `out0`.
  * @module
  */
+import { roundHalf } from "./half.ts";
 import { kvOffset, type PagedKv, type Row } from "./paged.ts";
 
 export interface AttentionRef extends PagedKv {
@@ -22,6 +23,23 @@ export interface AttentionRef extends PagedKv {
   out0: Float64Array;
   /** If given, (R, nq·hd): each computed output's softmax-weighted mean of |v| (a rounding bound's scale). */
   absOut?: Float64Array;
+  /**
+   * Scores as prefill's HQK computes them (lib/prefill_quad.wgsl): q·scale rounded to f16, each 8 dims of
+   * q·k one chain of f16 fused multiply-adds in dim order (each exact here, then rounded to f16), the chains
+   * summed (f32 there: its rounding is left out).
+   */
+  qkF16?: boolean;
+}
+
+/** q·k as HQK sums it: chains of eight f16 fused multiply-adds over q rounded to f16 (already scaled). */
+function dotF16(q: Float64Array, qb: number, k: Float64Array, kb: number, hd: number, scale: number): number {
+  let s = 0;
+  for (let c = 0; c < hd; c += 8) {
+    let acc = 0;
+    for (let d = c; d < c + 8; d++) acc = roundHalf(roundHalf(Math.fround(q[qb + d] * scale), "f16") * k[kb + d] + acc, "f16");
+    s += acc;
+  }
+  return s;
 }
 
 export function attentionRef(a: AttentionRef): Float64Array {
@@ -40,7 +58,7 @@ export function attentionRef(a: AttentionRef): Float64Array {
         const kb = kvOffset(a, row.slot, j, 0, h);
         let dot = 0;
         for (let d = 0; d < hd; d++) dot += a.q[qb + d] * a.kv[kb + d];
-        s[j] = dot * a.scale;
+        s[j] = a.qkF16 ? dotF16(a.q, qb, a.kv, kb, hd, a.scale) : dot * a.scale;
         if (s[j] > mx) mx = s[j];
       }
       let l = 0;
