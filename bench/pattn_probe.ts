@@ -26,7 +26,8 @@ const configs: Parameters<typeof setPrefillAttentionTuning>[0][] = JSON.parse(f.
 
 const gpu = await Gpu.create({ f16: true });
 console.log(`${gpu.info.adapter}: ${S} rows at depth ${p0}, heads ${nq}/${nkv} × ${hd}, ${kv8 ? "q8" : "f16"} cache`);
-// qk8 is a shape key of the case (its reference quantizes q alike); the tuning's own default applies here.
+// qk8 and hqk are shape keys of the case (its reference quantizes q / sums scores alike): on unless a config
+// turns them off, as the engine's defaults are.
 const shape = { S, p0, nq, nkv, hd, ps: 16, row0: 0, kv8, qk8: kv8 && hd % 32 === 0 ? 1 : 0, hqk: 0, qspread: 0 };
 const inputs = attentionPrefillCase.make(shape, new Rng(1), { act: gpu.info.f16 ? "f16" : "f32", maxBinding: gpu.info.maxBinding });
 const flops = 4 * (S * p0 + (S * (S + 1)) / 2) * nq * hd;
@@ -35,11 +36,11 @@ for (const c of configs) {
   try {
     if (f.check) {
       for (const [S, p0] of [[70, 101], [40, 1601]]) {
-        const r = await runCase(gpu, attentionPrefillCase, { shape: { ...shape, S, p0, ps: 7, row0: 1, qk8: c.qk8 === false ? 0 : shape.qk8, hqk: c.hqk ? 1 : 0 }, seed: 3 });
+        const r = await runCase(gpu, attentionPrefillCase, { shape: { ...shape, S, p0, ps: 7, row0: 1, qk8: c.qk8 === false ? 0 : shape.qk8, hqk: c.hqk === false ? 0 : 1 }, seed: 3 });
         console.log(`  check ${S} rows at ${p0}: ${r.ok ? "ok" : "FAIL"} ${r.outputs.map(describeReport).join("; ").split("\n")[0]} ${r.deviceErrors.join(" ")}`);
       }
     }
-    inputs.shape = { ...shape, qk8: c.qk8 === false ? 0 : shape.qk8, hqk: c.hqk ? 1 : 0 };
+    inputs.shape = { ...shape, qk8: c.qk8 === false ? 0 : shape.qk8, hqk: c.hqk === false ? 0 : 1 };
     const bound = await attentionPrefillCase.bind(gpu, inputs);
     try {
       // A new pipeline runs several times slower for its first ~0.3 s on the H200 (seen for every new

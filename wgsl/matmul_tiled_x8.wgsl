@@ -3,7 +3,7 @@
 // W: MLX affine 4-bit (w = scale·q + bias per group of GS ≥ 32 along K). x is quantized per row per 32 values
 // by lib/x8.wgsl, as decode rows are (sx = max|x|/127, q = round(x/sx) as int8, Σx kept in f32), so each
 // output adds, per 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per
-// dot4I8Packed.
+// dot4I8Packed (CH, the default: one chain of them per output, summed into a float's mantissa).
 // Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
 // Grid: (ceil(N / BN), ceil(M / 64), splits), BN = 128, or 64 under BN64. 256 lanes (BN64: 128) own a 64×BN tile:
 // lane (tx, ty) = (lid % TX, lid / TX), TX = BN / 8, computes rows ty·4 .. ty·4+3 and columns tx + TX·j (j < 8:
@@ -104,6 +104,23 @@ fn col4(c: u32, x4: Rows) -> vec4<f32> {
   return (sb.x * x4.sx) * i2f(s) + sb.y * x4.sum;
 }
 
+#ifdef CH
+// CH: each row's eight dot products as one chain started from the bits of 1.5·2^23, so every add can be a dot
+// product's own accumulate and the sum lands in the mantissa of 2^23 (|Σ| ≤ 32·15·127 < 2^22): the i32 → f32
+// is one exact subtraction, and the scale and bias go into the accumulator by two FMAs.
+fn d16(lo: vec4<u32>, x0: vec4<u32>, hi: vec4<u32>, x1: vec4<u32>) -> i32 {
+  return dot4I8Packed(hi.w, x1.w) + (dot4I8Packed(hi.z, x1.z) + (dot4I8Packed(hi.y, x1.y) + (dot4I8Packed(hi.x, x1.x) +
+         (dot4I8Packed(lo.w, x0.w) + (dot4I8Packed(lo.z, x0.z) + (dot4I8Packed(lo.y, x0.y) + (dot4I8Packed(lo.x, x0.x) + 0x4b400000)))))));
+}
+fn col4a(c: u32, x4: Rows, acc: vec4<f32>) -> vec4<f32> {
+  let lo = wlo[c];
+  let hi = whi[c];
+  let sb = wsb[c];
+  let s = vec4<i32>(d16(lo, x4.l0, hi, x4.h0), d16(lo, x4.l1, hi, x4.h1), d16(lo, x4.l2, hi, x4.h2), d16(lo, x4.l3, hi, x4.h3));
+  return fma(sb.x * x4.sx, bitcast<vec4<f32>>(s) - vec4<f32>(12582912.0), fma(vec4<f32>(sb.y), x4.sum, acc));
+}
+#endif
+
 // Quantizes a row's fetched 32 values (4 lanes × 8) into the x tile; every lane calls it (shuffles).
 fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
   let g = x8_group(a, b);
@@ -198,6 +215,16 @@ struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec
 fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
   let x4 = rows4(t * BM + ty * 4u);
   let c = t * BN + tx;
+#ifdef CH
+  (*acc).c0 = col4a(c, x4, (*acc).c0);
+  (*acc).c1 = col4a(c + 1u * TX, x4, (*acc).c1);
+  (*acc).c2 = col4a(c + 2u * TX, x4, (*acc).c2);
+  (*acc).c3 = col4a(c + 3u * TX, x4, (*acc).c3);
+  (*acc).c4 = col4a(c + 4u * TX, x4, (*acc).c4);
+  (*acc).c5 = col4a(c + 5u * TX, x4, (*acc).c5);
+  (*acc).c6 = col4a(c + 6u * TX, x4, (*acc).c6);
+  (*acc).c7 = col4a(c + 7u * TX, x4, (*acc).c7);
+#else
   (*acc).c0 += col4(c, x4);
   (*acc).c1 += col4(c + 1u * TX, x4);
   (*acc).c2 += col4(c + 2u * TX, x4);
@@ -206,6 +233,7 @@ fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
   (*acc).c5 += col4(c + 5u * TX, x4);
   (*acc).c6 += col4(c + 6u * TX, x4);
   (*acc).c7 += col4(c + 7u * TX, x4);
+#endif
 }
 
 #ifdef X64

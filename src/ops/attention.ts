@@ -271,8 +271,8 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
  * `bkQuad` its keys per tile (both caches), `qh` the weights gathered as f16, `qi` (q8) the first round of
  * the sums in integers. H200, one 4B layer of 2048 rows at depth 12k: f16 16.6 → 13.5 ms, q8 12.7 → 10.1
  * ms (#67). `hqk` (quad, f16 cache): q·k on f16 fused multiply-adds, chains of eight products per vector
- * (at depth 16k: 17.4 → 15.8 ms per 4B layer, head dim 64 4.39 → 4.01; #72). Scores then carry f16
- * rounding (the kernel check's reference sums them alike; the bundled model's mean NLL: #72).
+ * (at depth 16k: 17.4 → 15.8 ms per 4B layer, head dim 64 4.39 → 4.01; #72). Scores then carry f16 rounding (the
+ * kernel check's reference sums them alike; the bundled model's mean NLL: #72).
  */
 const prefillTuning = { minGrid: 0, packed: true, bk: 64, bkQ8: 32, qk8: true, keys4: true, hpv: true, pf: true, keys8: true, quad: true, bkQuad: 64, qh: true, qi: true, hqk: true };
 

@@ -76,14 +76,17 @@ export interface MatmulTuning {
    * fetched during the multiply, else (NOPF) right before it is stored (fewer live registers); kt2w: KT2 for
    * the 128-column tiles too. H200: 128-column tiles with KT2 and NOPF +3.1% at 512 (2048-row engine), +3.4%
    * (512-row), +4.1% at 4k; either alone, or NOPF on the 64-column ones, was slower (bench/NOTES.md #44).
+   * ch: each output's eight dot products per 32 values as one chain from 1.5·2^23's bits, then one exact
+   * subtraction and two FMAs into the accumulator (CH; other bits than without; H200 A/B, two calls: prompts
+   * of 512 +2%, 4k +2 to +12%, 20k +1 to +7%; #75).
    */
-  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean; pf: boolean; pfw: boolean; kt2w: boolean };
+  tiled: { TM: number; wideN: number; x8: boolean; kt2: boolean; x8MinGrid: number; splitK: number; splitKMaxRows: number; x64: boolean; pf: boolean; pfw: boolean; kt2w: boolean; ch: boolean };
 }
 
 const tuning: MatmulTuning = {
   vec: { T: 0, U: 8, V: 2, PF: 2, WG: 64, R: 1, magic: true },
   x8: { on: true, WG: 256, minWeights: 1 << 22, wideWG: 128, wideN: 4096, PF: 1, maxK: 8192 },
-  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 4096, x64: false, pf: true, pfw: false, kt2w: true },
+  tiled: { TM: 8, wideN: 4096, x8: true, kt2: true, x8MinGrid: 256, splitK: 2, splitKMaxRows: 4096, x64: false, pf: true, pfw: false, kt2w: true, ch: true },
 };
 
 /** Overrides kernel shape choices (benchmark sweeps). Returns the previous setting. */
@@ -194,7 +197,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       const x64 = x8Group(w, "tiled") === 64;
       const tile = {
         ...(bn === 64 ? { BN64: 1 } : {}), ...((bn === 64 && t.kt2) || (bn === 128 && t.kt2w) || x64 ? { KT2: 1 } : {}), ...(x64 ? { X64: 1 } : {}),
-        ...((bn === 128 ? t.pfw : t.pf) ? {} : { NOPF: 1 }),
+        ...((bn === 128 ? t.pfw : t.pf) ? {} : { NOPF: 1 }), ...(t.ch && !x64 ? { CH: 1 } : {}),
       };
       const { splits, kc } = splitsFor(s.n, K, a.splitK);
       if (splits > 1) {

@@ -67,7 +67,7 @@ describe("edited shaders run through the same check", () => {
         // One k of each 32 dropped in the tiled matmul.
         ["matmul_tiled", "kk < BK; kk++", "kk < BK - 1u; kk++", {}],
         // The int8 prefill kernel: the bias term of each 32-value chunk dropped.
-        ["matmul_tiled_x8", "+ sb.y * x4.sum", "", {}],
+        ["matmul_tiled_x8", "fma(vec4<f32>(sb.y), x4.sum, acc)", "acc", {}],
         // Softmax over the splits off by a small factor.
         ["attention_combine", "o / l;", "o / (l * 1.001);", {}],
       ];

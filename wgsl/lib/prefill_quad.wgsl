@@ -111,10 +111,12 @@ fn qk4(q: Q4, t: u32, lane: u32, c0: u32, c1: u32) -> vec4<f32> {
 }
 #endif
 #elif HQK
-// HQK (f16 cache): q·scale and the K tile as f16, each vector's 16 dims summed as two f16 chains of eight
-// products (4·2 f16 FMAs per key and vector instead of 16 f32), each chain then to f32. Every product and
-// sum rounds within 2^-11: the check adds that bound (src/lab/cases/attention.ts). Range: |q·scale·k|
-// summed over 8 dims stays far below f16's 65504 for normed heads (Qwen3's q/k norms; f32 activations).
+// HQK (f16 cache): q·scale and the K tile as f16, each vector's 16 dims of the lane summed as two chains of
+// eight f16 FMAs in dim order (8 packed FMAs per key and vector instead of 16 f32), each then to f32. Each FMA
+// rounds to f16: the check's reference sums its scores alike (qkF16 in src/lab/ref/attention.ts). One chain
+// of sixteen ran 7% faster but doubled the error: on sharp attention (queries 4× larger) it crossed the f16
+// tolerance (#72). Range: |q·scale·k| summed over 8 dims stays far below f16's 65504 for normed heads
+// (Qwen3's q/k norms) and typical unnormed ones (|q·scale| ≲ 5, |k| ≲ 500).
 alias Q4 = QuadH;
 fn blkh(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> BlkH {
   return BlkH(vec4<f16>(vec4<f32>(a.x, b.x, c.x, d.x)), vec4<f16>(vec4<f32>(a.y, b.y, c.y, d.y)),

@@ -117,7 +117,7 @@ function qk8Queries(q: Float64Array, scale: number): Float64Array {
 function reference(i: AttentionInputs, qkv = roped(i), absOut?: Float64Array): Float64Array {
   const { nq } = i;
   const pool = { ...i.pool, kv: qkv.kv };
-  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q, absOut, qkF16: !!i.shape.hqk };
+  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q, absOut, qkF16: !!i.shape.hqk && !i.pool.q8 && i.act === "f16" };
   const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
@@ -297,7 +297,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     ...HEAD_KEYS,
     row0: "step rows before the segment (decode rows of another sequence)",
     qk8: "(kv8, head dim a multiple of 32) 1: q·k on integer dot products, q quantized per 32 values",
-    hqk: "(f16 cache, quad kernel) 1: q·k on f16 fused multiply-adds; the reference computes the scores alike",
+    hqk: "(f16 cache, quad kernel) 1: q·k on f16 fused multiply-adds (the engine's default); the reference sums the scores alike",
     qspread: "1: query head h scaled by 2^(h mod 5 − 2), so a kernel that shared a quantization scale between heads would show",
   },
   make(shape, rng, env) {
