@@ -8,7 +8,8 @@
  *    sums' first round in floats (`qi` off) as well as the defaults;
  *  - its bits do not depend on the key tile (16, 32, 64 keys), the prefetch or the workgroup shape (64-lane
  *    workgroups under `minGrid`), as the scheduler's chunking requires;
- *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs.
+ *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs,
+ *    and with `hqk` from f32 q·k's.
  * Tolerance: as test/ops/attention_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last term
  * the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q alike;
  * f16 with `hqk`, the engine's default, the same against a reference whose scores are summed as the kernel
@@ -66,6 +67,11 @@ describe("prefill attention, four query vectors per lane group (quad)", () => {
           const differs = base.out.some((x, i) => !Object.is(x, two.out[i]));
           // Where the adapter's subgroups cannot hold the 8-lane groups the two-vector kernel runs instead.
           expect(differs, `quad vs two-vector kernel on ${JSON.stringify(shape)} (subgroups of ${info.subgroupMinSize})`).toBe(taken);
+          if ("hqk" in shape && shape.hqk) {
+            // And f16 q·k ran: its bits differ from f32 q·k's.
+            const f32qk = await withTuning(setPrefillAttentionTuning, { quad: true }, () => outputsOf(gpu, attentionPrefillCase, { ...shape, hqk: 0 }, 65));
+            expect(base.out.some((x, i) => !Object.is(x, f32qk.out[i])), `hqk vs f32 q·k on ${JSON.stringify(shape)}`).toBe(taken);
+          }
         }
       }),
     );

@@ -56,9 +56,12 @@ export function attentionRef(a: AttentionRef): Float64Array {
       let mx = -Infinity;
       for (let j = 0; j < len; j++) {
         const kb = kvOffset(a, row.slot, j, 0, h);
-        let dot = 0;
-        for (let d = 0; d < hd; d++) dot += a.q[qb + d] * a.kv[kb + d];
-        s[j] = a.qkF16 ? dotF16(a.q, qb, a.kv, kb, hd, a.scale) : dot * a.scale;
+        if (a.qkF16) s[j] = dotF16(a.q, qb, a.kv, kb, hd, a.scale);
+        else {
+          let dot = 0;
+          for (let d = 0; d < hd; d++) dot += a.q[qb + d] * a.kv[kb + d];
+          s[j] = dot * a.scale;
+        }
         if (s[j] > mx) mx = s[j];
       }
       let l = 0;
