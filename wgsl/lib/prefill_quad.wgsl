@@ -119,8 +119,8 @@ fn qk4(q: Q4, t: u32, lane: u32, c0: u32, c1: u32) -> vec4<f32> {
 // (Qwen3's q/k norms) and typical unnormed ones (|q·scale| ≲ 5, |k| ≲ 500).
 alias Q4 = QuadH;
 fn blkh(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> BlkH {
-  return BlkH(vec4<f16>(vec4<f32>(a.x, b.x, c.x, d.x)), vec4<f16>(vec4<f32>(a.y, b.y, c.y, d.y)),
-              vec4<f16>(vec4<f32>(a.z, b.z, c.z, d.z)), vec4<f16>(vec4<f32>(a.w, b.w, c.w, d.w)));
+  let t = blk(a, b, c, d);
+  return BlkH(vec4<f16>(t.x), vec4<f16>(t.y), vec4<f16>(t.z), vec4<f16>(t.w));
 }
 fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Q4 {
   return Q4(blkh(a.v0, b.v0, c.v0, d.v0), blkh(a.v1, b.v1, c.v1, d.v1), blkh(a.v2, b.v2, c.v2, d.v2), blkh(a.v3, b.v3, c.v3, d.v3));

@@ -31,12 +31,12 @@ export interface AttentionRef extends PagedKv {
   qkF16?: boolean;
 }
 
-/** q·k as HQK sums it: chains of eight f16 fused multiply-adds over q rounded to f16 (already scaled). */
-function dotF16(q: Float64Array, qb: number, k: Float64Array, kb: number, hd: number, scale: number): number {
+/** q·k as HQK sums it: chains of eight f16 fused multiply-adds over q16 (q·scale rounded to f16). */
+function dotF16(q16: Float64Array, k: Float64Array, kb: number): number {
   let s = 0;
-  for (let c = 0; c < hd; c += 8) {
+  for (let c = 0; c < q16.length; c += 8) {
     let acc = 0;
-    for (let d = c; d < c + 8; d++) acc = roundHalf(roundHalf(Math.fround(q[qb + d] * scale), "f16") * k[kb + d] + acc, "f16");
+    for (let d = c; d < c + 8; d++) acc = roundHalf(q16[d] * k[kb + d] + acc, "f16");
     s += acc;
   }
   return s;
@@ -54,9 +54,11 @@ export function attentionRef(a: AttentionRef): Float64Array {
       const h = Math.floor(qh / G);
       const qb = (r * nq + qh) * hd;
       let mx = -Infinity;
+      // HQK's q·scale in f16, once per vector.
+      const q16 = a.qkF16 ? a.q.slice(qb, qb + hd).map((x) => roundHalf(Math.fround(x * a.scale), "f16")) : null;
       for (let j = 0; j < len; j++) {
         const kb = kvOffset(a, row.slot, j, 0, h);
-        if (a.qkF16) s[j] = dotF16(a.q, qb, a.kv, kb, hd, a.scale);
+        if (q16) s[j] = dotF16(q16, a.kv, kb);
         else {
           let dot = 0;
           for (let d = 0; d < hd; d++) dot += a.q[qb + d] * a.kv[kb + d];
