@@ -26,8 +26,15 @@ const info: Record<string, unknown> = {};
 for (const k of ["vendor", "architecture", "device", "description", "subgroupMinSize", "subgroupMaxSize"]) {
   info[k] = (adapter.info as unknown as Record<string, unknown>)[k];
 }
-const configs = (adapter.info as unknown as { subgroupMatrixConfigs?: unknown[] }).subgroupMatrixConfigs;
-const out: Record<string, unknown> = { info, features: [...adapter.features].sort(), subgroupMatrixConfigs: configs ?? null };
+// The configs are objects whose fields are getters (JSON.stringify shows {}): read them by name.
+const configs = ((adapter.info as unknown as { subgroupMatrixConfigs?: Record<string, unknown>[] }).subgroupMatrixConfigs ?? []).map((c) =>
+  Object.fromEntries(["M", "N", "K", "componentType", "resultComponentType"].map((k) => [k, c[k]]))
+);
+// H200 (driver 580.159.04, webgpu 0.6.2): i8/u8 16×16×32 and 16×8×32 only, and no shader-f16 (requestDevice
+// refuses it), so Dawn offers no f16 tensor cores there, nor the engine's f16 kernels (bench/NOTES.md #79).
+const out: Record<string, unknown> = {
+  info, features: [...adapter.features].sort(), shaderF16: adapter.features.has("shader-f16"), subgroupMatrixConfigs: configs,
+};
 console.log(JSON.stringify(out, null, 1));
 const feature = "chromium-experimental-subgroup-matrix" as GPUFeatureName;
 if (!adapter.features.has(feature)) throw new Error("no subgroup-matrix feature");
