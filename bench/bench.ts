@@ -8,6 +8,7 @@
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
  *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
+ *   --max-batch N (engine sized as the server's, 8: a lone prompt takes the solo chunk; default 1)
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
  *   --out DIR (default bench/results/)  --name LABEL  --json FILE  --quick (tiny sizes, for software GPUs)
@@ -30,6 +31,7 @@ import { BARS, decodeBytes, modelCost, prefillCeilingTps, prefillFlops } from ".
 const SPEC = {
   synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
   warmup: "number", "full-warmup": "boolean", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
+  "max-batch": "number",
   baseline: "string", python: "string", "baseline-args": "string", skip: "string", "target-ms": "number",
   out: "string", name: "string", json: "string", quick: "boolean", help: "boolean", "kv-cache": "string",
 } as const;
@@ -94,6 +96,7 @@ export async function main(argv: string[]): Promise<number> {
     settings: {
       prompts: prompts.join("/"), depths: depths.join("/"), "decode tokens": decodeTokens, runs, "warm-up runs": warmup,
       ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}), ...(kvCache ? { "kv cache": kvCache } : {}), ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
+      ...(f["max-batch"] ? { "max batch": f["max-batch"] } : {}),
     },
     ceilings: null,
     models: [],
@@ -116,7 +119,7 @@ export async function main(argv: string[]): Promise<number> {
   for (const spec of specs) {
     try {
       result.models.push(await benchModel(spec, {
-        prompts, depths, decodeTokens, runs, warmup, prefillChunk, kvCache, f32: !!f.f32, seed: f.seed ?? 1,
+        prompts, depths, decodeTokens, runs, warmup, prefillChunk, maxBatch: f["max-batch"], kvCache, f32: !!f.f32, seed: f.seed ?? 1,
         stepsPerSubmit: f["steps-per-submit"], fullWarmup: !!f["full-warmup"], ceil, kernels: !skip.has("kernels"), targetMs,
         baseline: f.baseline === "torch"
           ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
@@ -140,6 +143,7 @@ interface ModelRunOptions {
   runs: number;
   warmup: number;
   prefillChunk?: number;
+  maxBatch?: number;
   kvCache?: KvCacheType;
   f32: boolean;
   seed: number;
@@ -157,7 +161,7 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
   // A prompt run generates one token, so it needs its length + 1 (`--prompts 16384 --depths 0` failed).
   const ctx = Math.ceil(Math.max(...o.prompts.map((n) => n + 1), maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
   log(`[bench] ${spec.label}: loading (context window ${ctx})`);
-  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, kvCache: o.kvCache, f32: o.f32, seed: o.seed });
+  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, maxBatch: o.maxBatch, kvCache: o.kvCache, f32: o.f32, seed: o.seed });
   log(`  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${(engine.info.weightBytes / 2 ** 30).toFixed(2)} GiB`);
   let res: ModelResult;
   try {

@@ -77,7 +77,7 @@ export async function measureKernels(
 
   // Matmuls on the real weights: decode (M = 1, vector kernel) and one prefill chunk (tiled). Compute-bound
   // lists take a few layers only (still past L2), so one list stays well under a second on big shapes.
-  const chunk = Math.min(engine.prefillChunk, acts.cap.rows);
+  const chunk = Math.min(engine.soloPrefillChunk, acts.cap.rows);
   const few = w.layers.slice(0, Math.min(4, w.layers.length));
   for (const [mode, M] of [["vec", 1], ["tiled", chunk]] as const) {
     const layers = mode === "vec" ? w.layers : few;

@@ -153,7 +153,7 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
         let maxTokens = r.depth !== null ? o.decodeTokens + 1 : 1;
         if (!measured && !o.fullWarmup) {
           // Same step layouts (a full chunk, the same final chunk, a decode group), without the long prefill.
-          const C = engine.prefillChunk;
+          const C = engine.soloPrefillChunk;
           if (len > C) len = C + ((len - 1) % C) + 1;
           maxTokens = Math.min(maxTokens, 3);
         }
@@ -196,7 +196,7 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
     prefillAtDepth: [...atDepth.entries()].map(([depth, a]) => ({ depth, from: a.from, to: a.to, tps: fig(a.tps) })),
     warmupTtftMs,
     stepsPerSubmit: sched.stepsPerSubmit,
-    prefillChunk: engine.prefillChunk,
+    prefillChunk: engine.soloPrefillChunk,
   };
 }
 

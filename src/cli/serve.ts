@@ -1,8 +1,10 @@
 /**
  * `deno task serve`: an OpenAI- and Anthropic-compatible server for one model.
  *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
- *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--steps-per-submit N]
- *   [--max-body-mb N] [--kv-cache act|q8] [--f32]
+ *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--solo-prefill-chunk N]
+ *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
+ * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone
+ * (--solo-prefill-chunk; default --prefill-chunk where that is given).
  * The API key may also come from FLINT_API_KEY (kept out of `ps`).
  * @module
  */
@@ -22,6 +24,7 @@ const SPEC = {
   "max-batch": "number",
   alias: "string",
   "prefill-chunk": "number",
+  "solo-prefill-chunk": "number",
   "steps-per-submit": "number",
   "max-body-mb": "number",
   "kv-cache": "string",
@@ -31,7 +34,7 @@ const SPEC = {
 
 const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
-       [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]`;
+       [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
@@ -97,6 +100,7 @@ export async function main(argv: string[]): Promise<number> {
       maxBatch,
       contextWindow: positive("context-window", f["context-window"]),
       prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
+      soloPrefillChunk: positive("solo-prefill-chunk", f["solo-prefill-chunk"]),
       kvCache: kvCacheFlag(f["kv-cache"]),
     },
     stepsPerSubmit: positive("steps-per-submit", f["steps-per-submit"]),
@@ -130,6 +134,7 @@ export async function main(argv: string[]): Promise<number> {
         `  KV cache        ${size(mem.kv)}${engine.kv.scales ? " 8-bit" : ""} (${engine.kv.freePages} pages of ${
           size(engine.kv.bytesPerPage)
         }), max batch ${engine.maxBatch}`,
+        `  prefill chunks  ${engine.prefillChunk} rows beside decoding requests, ${engine.soloPrefillChunk} alone`,
         `  models dir      ${modelsDir}`,
         `  API key         ${apiKey ? "required (Bearer or x-api-key)" : "not set"}`,
         `Listening on http://${shown}:${addr.port}`,

@@ -78,6 +78,20 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
   };
 }
 
+/**
+ * Rows of a solo prefill step (at most 2048, a multiple of 64) whose activations each fit one storage
+ * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's parts).
+ */
+export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info">): number {
+  const ab = gpu.info.f16 ? 2 : 4;
+  const perRow = Math.max(
+    d.hidden * 4, (d.nq + 2 * d.nkv) * d.hd * ab, d.nq * d.hd * 4, 2 * d.intermediate * ab, d.intermediate * 4,
+    (splitKRows(2048) / 2048) * d.hidden * 4,
+  );
+  const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch;
+  return Math.max(64, Math.min(2048, fit - (fit % 64)));
+}
+
 /** Bytes the activations take for these dims and capacity (for the memory fit before allocating). */
 export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
   const ab = f16 ? 2 : 4;

@@ -212,7 +212,8 @@ export class Scheduler {
       pre = this.#active.find((s) => s.phase === "prefill");
       if (!pre && !decoding.length) return null;
       steps = pre ? 1 : Math.min(this.stepsPerSubmit, Math.max(...decoding.map((s) => s.limit - s.encPos)));
-      chunk = pre ? Math.min(eng.prefillChunk, pre.req.prompt.length - pre.prefilled) : 0;
+      // Alone, a prompt takes the big chunks; with decodes in the step, the small ones keep their waits short.
+      chunk = pre ? Math.min(decoding.length ? eng.prefillChunk : eng.soloPrefillChunk, pre.req.prompt.length - pre.prefilled) : 0;
       const short = decoding.find((s) => !this.#grow(s, Math.min(s.encPos + steps, s.limit)));
       if (short) {
         this.#finish(short, "length");

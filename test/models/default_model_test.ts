@@ -109,6 +109,38 @@ describe("the decode loop", () => {
     expect(split.tokenIds).toEqual(whole.tokenIds);
   });
 
+  test("a prompt alone is prefilled in solo chunks, beside a decoding sequence in small ones; same ids", async () => {
+    const e = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+      contextWindow: 512, maxBatch: 2, prefillChunk: 16, soloPrefillChunk: 64, warmup: false,
+    });
+    const s = new Scheduler(e, { stepsPerSubmit: 4 });
+    try {
+      const seen = new Map<number, number[]>();
+      s.listeners.add((ev) => {
+        if (ev.type === "prefill") seen.set(ev.id, [...(seen.get(ev.id) ?? []), ev.processed]);
+      });
+      const prompt = Array.from({ length: 150 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);
+      const alone = s.submit({ prompt, maxTokens: 6 });
+      const ra = await alone.result;
+      expect(seen.get(alone.id)).toEqual([64, 128, 150]);
+      // Another sequence decoding: wait for its first token, then the same prompt goes in 16-row chunks.
+      const ac = new AbortController();
+      const other = s.submit({ prompt: golden[0].prompt_ids, maxTokens: 400, signal: ac.signal });
+      for await (const _ of other.chunks()) break;
+      const beside = s.submit({ prompt, maxTokens: 6 });
+      const rb = await beside.result;
+      ac.abort();
+      const ro = await other.result;
+      expect(seen.get(beside.id)).toEqual([...Array.from({ length: 9 }, (_, i) => 16 * (i + 1)), 150]);
+      expect(ro.finishReason).toBe("cancelled");
+      expect(ra.completionTokens).toBe(6);
+      expect(rb.tokenIds).toEqual(ra.tokenIds);
+    } finally {
+      await s.close();
+      e.destroy();
+    }
+  });
+
   test("decoding past one attention split (KV > 256) agrees with the prefill path", async () => {
     // 300 prompt tokens: decode attention then spans two splits and merges them in attention_combine.
     const prompt = Array.from({ length: 300 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);
