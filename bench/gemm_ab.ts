@@ -12,11 +12,11 @@
 import { parseFlags } from "../src/cli/args.ts";
 import type { Activations } from "../src/engine/resources.ts";
 import { ParamArena } from "../src/gpu/kernel.ts";
-import type { LinearGroup } from "../src/loader/weights.ts";
 import type { DecoderWeights } from "../src/models/llama.ts";
 import type { OpContext } from "../src/ops/context.ts";
 import { matmul, type MatmulTuning, setMatmulTuning } from "../src/ops/matmul.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
+import { LINEARS } from "./kernels.ts";
 import { loadModel } from "./measure.ts";
 import { GpuTimer } from "./timer.ts";
 
@@ -31,14 +31,6 @@ const { gpu, acts } = engine;
 const timer = new GpuTimer(gpu, {});
 const arena = new ParamArena(gpu);
 const few = w.layers.slice(0, Math.min(4, w.layers.length));
-type Layer = DecoderWeights["layers"][number];
-type Buf = "xn" | "attn" | "h" | "qkv" | "x" | "gu";
-const LINEARS: { name: string; get: (l: Layer) => LinearGroup; x: Buf; y: Buf; out: "act" | "add" }[] = [
-  { name: "qkv", get: (l) => l.qkv, x: "xn", y: "qkv", out: "act" },
-  { name: "o_proj", get: (l) => l.o_proj, x: "attn", y: "x", out: "add" },
-  { name: "gate_up", get: (l) => l.gate_up, x: "xn", y: "gu", out: "act" },
-  { name: "down_proj", get: (l) => l.down_proj, x: "h", y: "x", out: "add" },
-];
 const a: Activations = acts;
 const base = setMatmulTuning({});
 const res = new Map<string, number[]>();

@@ -37,7 +37,8 @@ export interface KernelFigure {
 
 type ActName = "xn" | "qkv" | "attn" | "gu" | "h" | "x";
 
-const LINEARS: { name: string; get: (l: DecoderWeights["layers"][number]) => LinearGroup; x: ActName; y: ActName; out: "act" | "add" }[] = [
+/** The linears of a decoder layer with the activation buffers a step reads and writes (also bench/gemm_ab.ts). */
+export const LINEARS: { name: string; get: (l: DecoderWeights["layers"][number]) => LinearGroup; x: ActName; y: ActName; out: "act" | "add" }[] = [
   { name: "qkv", get: (l) => l.qkv, x: "xn", y: "qkv", out: "act" },
   { name: "o_proj", get: (l) => l.o_proj, x: "attn", y: "x", out: "add" },
   { name: "gate_up", get: (l) => l.gate_up, x: "xn", y: "gu", out: "act" },

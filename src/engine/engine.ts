@@ -145,12 +145,10 @@ export class Engine {
     const d = config.dims;
     const maxBatch = opts.maxBatch ?? 8;
     const pageSize = opts.pageSize ?? 16;
-    // Prefill rows per step: 2048 when one sequence runs at a time (bigger matmuls fill the GPU: +17% on a
-    // 4k prompt, bench/NOTES.md), 512 when other sequences' decode steps share the step and would wait.
+    // Prefill rows per step: 512 while other sequences' decode steps share the step and would wait; 2048 while
+    // the prompt runs alone (bigger matmuls fill the GPU: H200, 4B shape, a 4k prompt +10%, 16k +6%; #80).
     const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-    // Bigger matmuls fill the GPU better (H200, 4B shape: a 4k prompt +10%, 16k +6% with 2048 rows against
-    // 512), and with no other sequence running no decode step waits for them.
-    const soloPrefillChunk = Math.max(prefillChunk, opts.soloPrefillChunk ?? (opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu)));
+    const soloPrefillChunk = Math.max(prefillChunk, opts.soloPrefillChunk ?? opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu));
     const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     const budget = opts.kvBudget ?? 4 * 2 ** 30;
