@@ -36,15 +36,35 @@ export class TokenizerError extends FlintError {
   override readonly code = "tokenizer_error";
 }
 
-/** The prompt plus the requested new tokens do not fit in the context window. Never truncated silently. */
+/**
+ * The prompt does not fit the context window (it must leave room for at least one new token), or, from the
+ * engine's own API, prompt plus max new tokens do not. Never truncated silently. Agents compact their
+ * history on this error, so the server words it per API the way each client recognises (server/errors.ts);
+ * `compactable` is false when the system prompt, tools and last message alone do not fit, where compacting
+ * the history cannot help and an agent must be told something it will not retry.
+ */
 export class ContextWindowError extends FlintError {
   override readonly status = 400;
-  override readonly code = "context_length_exceeded";
-  constructor(readonly promptTokens: number, readonly maxTokens: number, readonly contextWindow: number) {
+  override readonly code: string = "context_length_exceeded";
+  readonly compactable: boolean;
+  readonly lowerBound: boolean;
+  constructor(
+    readonly promptTokens: number,
+    readonly maxTokens: number,
+    readonly contextWindow: number,
+    opts: { lowerBound?: boolean; compactable?: boolean } = {},
+  ) {
     super(
-      `prompt is too long: ${promptTokens + maxTokens} tokens > ${contextWindow} maximum ` +
-        `(${promptTokens} prompt tokens + ${maxTokens} max new tokens)`,
+      maxTokens > 0 && promptTokens < contextWindow
+        ? `prompt is too long: ${promptTokens + maxTokens} tokens > ${contextWindow} maximum ` +
+          `(${promptTokens} prompt tokens + ${maxTokens} max new tokens)`
+        : `prompt is too long: ${promptTokens} tokens > ${contextWindow - 1} maximum ` +
+          `(${opts.lowerBound ? "at least; counted from its length before tokenizing; " : ""}` +
+          `the context window is ${contextWindow} tokens, one of them for the reply)`,
     );
+    this.compactable = opts.compactable ?? true;
+    this.lowerBound = opts.lowerBound ?? false;
+    if (!this.compactable) this.code = "prompt_exceeds_window";
   }
 }
 
@@ -112,4 +132,16 @@ export class ConflictError extends FlintError {
 export class PayloadTooLargeError extends FlintError {
   override readonly status = 413;
   override readonly code = "request_too_large";
+}
+
+/** The request line's URL is over the server's limit. */
+export class UriTooLongError extends FlintError {
+  override readonly status = 414;
+  override readonly code = "uri_too_long";
+}
+
+/** The request's headers are over the server's limit. */
+export class HeadersTooLargeError extends FlintError {
+  override readonly status = 431;
+  override readonly code = "request_header_fields_too_large";
 }

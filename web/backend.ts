@@ -20,17 +20,21 @@ export interface Sampling {
 export interface ReplyHandlers {
   /** New text, in order (never half a character). */
   onText(text: string): void;
-  /** Prompt reading progress, in tokens. */
-  onPrefill(processed: number, total: number): void;
+  /**
+   * Prompt reading progress, in tokens. `estimated`: a guess between two real reports (time-based); it never
+   * goes backwards and never reaches `total`, which only a real report does.
+   */
+  onPrefill(processed: number, total: number, estimated: boolean): void;
 }
 
 export interface ReplyStats {
-  promptTokens: number;
-  completionTokens: number;
-  /** From sending the request to the first token. */
-  ttftMs: number;
-  /** Decode speed after the first token. */
-  decodeTps: number;
+  /** Token counts; null when unknown (a server stream stopped before its usage report). */
+  promptTokens: number | null;
+  completionTokens: number | null;
+  /** From sending the request to the first token; null when no token came. */
+  ttftMs: number | null;
+  /** Decode speed after the first token; null when unknown. */
+  decodeTps: number | null;
   finishReason: string;
   /** Generated ids (local mode only; the browser test compares them with the golden file). */
   tokenIds?: number[];

@@ -1,9 +1,11 @@
 /**
  * The transcript: user and assistant messages, streamed text rendered as Markdown at most once per frame,
- * and a stats line (tokens, tok/s, time to first token) under each finished reply.
+ * and a stats line (tokens, tok/s, time to first token) under each finished reply; a count that is not
+ * known (a server stream stopped before its usage report) is said to be unknown, never guessed.
  * @module
  */
 import type { ReplyStats } from "./backend.ts";
+import type { StoredMessage } from "./conversations.ts";
 import { h } from "./dom.ts";
 import { renderMarkdown } from "./markdown.ts";
 
@@ -15,8 +17,24 @@ export class Transcript {
     this.el.classList.remove("started");
   }
 
-  addUser(text: string): void {
-    this.#add(h("article", { class: "msg user", "aria-label": "You" }, h("div", { class: "body" }, text)));
+  /** Shows a stored conversation: its messages, each reply with its stats line. */
+  restore(messages: StoredMessage[]): void {
+    this.clear();
+    for (const m of messages) {
+      if (m.role === "user") this.addUser(m.content);
+      else {
+        const msg = this.addAssistant(m.label ?? "assistant");
+        msg.append(m.content);
+        if (m.stats) msg.finish(m.stats);
+        else msg.settle();
+      }
+    }
+  }
+
+  addUser(text: string): HTMLElement {
+    const el = h("article", { class: "msg user", "aria-label": "You" }, h("div", { class: "body" }, text));
+    this.#add(el);
+    return el;
   }
 
   addAssistant(label: string): AssistantMessage {
@@ -57,18 +75,29 @@ export class AssistantMessage {
 
   finish(s: ReplyStats): void {
     this.#render();
+    const n = s.completionTokens;
     const parts = [
-      `${s.completionTokens} token${s.completionTokens === 1 ? "" : "s"}`,
+      n === null ? "token count unknown" : `${n} token${n === 1 ? "" : "s"}`,
       s.decodeTps ? `${s.decodeTps.toFixed(1)} tok/s` : null,
       s.ttftMs ? `first token ${Math.round(s.ttftMs)} ms` : null,
       s.promptTokens ? `prompt ${s.promptTokens} tokens` : null,
       s.finishReason === "length" ? "hit max tokens" : s.finishReason === "cancelled" ? "stopped" : null,
     ].filter(Boolean);
-    this.meta.replaceChildren(h("span", { class: "stats" }, parts.join(" · ")));
+    const title = n === null ? "Stopped before the server reported its token counts" : undefined;
+    this.meta.replaceChildren(h("span", { class: "stats", title }, parts.join(" · ")));
     this.el.dataset.state = s.finishReason === "cancelled" ? "stopped" : "done";
     if (s.tokenIds) this.el.dataset.tokenIds = s.tokenIds.join(",");
-    this.el.dataset.tps = String(s.decodeTps);
-    this.el.dataset.ttftMs = String(s.ttftMs);
+    this.el.dataset.completionTokens = n === null ? "" : String(n);
+    this.el.dataset.promptTokens = s.promptTokens === null ? "" : String(s.promptTokens);
+    this.el.dataset.tps = s.decodeTps === null ? "" : String(s.decodeTps);
+    this.el.dataset.ttftMs = s.ttftMs === null ? "" : String(s.ttftMs);
+  }
+
+  /** Ends a restored reply that has no stats. */
+  settle(): void {
+    this.#render();
+    this.meta.replaceChildren();
+    this.el.dataset.state = "done";
   }
 
   fail(message: string): void {

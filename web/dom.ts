@@ -50,4 +50,9 @@ export const prefs = {
       localStorage.setItem(`flint.${key}`, value);
     } catch { /* private mode */ }
   },
+  remove(key: string): void {
+    try {
+      localStorage.removeItem(`flint.${key}`);
+    } catch { /* private mode */ }
+  },
 };

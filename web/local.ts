@@ -1,6 +1,8 @@
 /**
  * A model running in this tab: the same Engine and Scheduler as the server, fed by a browser ModelSource.
- * Adds what a browser user needs to hear: missing WebGPU or shader-f16, and a model that does not fit.
+ * Adds what a browser user needs to hear: the load's stages (weights, then kernel compilation), prompt
+ * progress within a chunk (estimated, prefill_estimate.ts), missing WebGPU or shader-f16, and a model that
+ * does not fit.
  * @module
  */
 import { Engine } from "../src/engine/engine.ts";
@@ -10,13 +12,16 @@ import { DeviceError, TokenizerError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
 import { type BlobModelSource, formatBytes } from "../src/platform/browser.ts";
 import type { ChatBackend, ChatTurn, ReplyHandlers, ReplyStats, Sampling } from "./backend.ts";
+import { PrefillEstimator } from "./prefill_estimate.ts";
+
+/** Where a load is: weight bytes read so far, then kernel compilation (no measure of its own). */
+export type LoadProgress = { stage: "weights"; done: number; total: number } | { stage: "compile" };
 
 export interface LoadOptions {
   contextWindow: number;
   /** KV cache element type (default act: f16). */
   kvCache?: KvCacheType;
-  /** Weight bytes read so far; then `null` while kernels compile. */
-  onProgress?: (done: number, total: number | null) => void;
+  onProgress?: (p: LoadProgress) => void;
   /** f16 activations where the adapter has shader-f16 (default true). */
   f16?: boolean;
 }
@@ -58,14 +63,15 @@ export class LocalModel implements ChatBackend {
         maxBatch: 1,
         // The KV pool holds one sequence; a browser GPU shares memory with everything else on the machine.
         kvBudget: 1024 * 2 ** 20,
-        onProgress: (done, total) => {
-          opts.onProgress?.(done, total);
-          if (done >= total) opts.onProgress?.(done, null);
-        },
+        // Run here instead, so the page can tell weight reading from kernel compilation.
+        warmup: false,
+        onProgress: (done, total) => opts.onProgress?.({ stage: "weights", done, total }),
       });
+      opts.onProgress?.({ stage: "compile" });
+      await engine.warmup();
     } catch (e) {
       await gpu.device.popErrorScope().catch(() => null);
-      gpu.destroy();
+      gpu.destroy(); // the engine's buffers go with its device
       if (lost) throw tooBig(source, `the GPU device was lost (${lost})`);
       throw e;
     }
@@ -90,23 +96,28 @@ export class LocalModel implements ChatBackend {
       sampling: { temperature: s.temperature, topP: s.topP, topK: s.topK, minP: s.minP, seed: s.seed },
       signal,
     });
+    const estimate = new PrefillEstimator(prompt.length, this.engine.soloPrefillChunk, on.onPrefill).start();
     const listen = (e: { type: string; id: number; processed?: number; total?: number }) => {
-      if (e.type === "prefill" && e.id === gen.id) on.onPrefill(e.processed!, e.total!);
+      if (e.type === "prefill" && e.id === gen.id) estimate.real(e.processed!);
     };
     this.#sched.listeners.add(listen);
     try {
-      for await (const c of gen.chunks()) if (c.text) on.onText(c.text);
+      for await (const c of gen.chunks()) {
+        estimate.stop();
+        if (c.text) on.onText(c.text);
+      }
       const r = await gen.result;
       if (r.error) throw r.error;
       return {
         promptTokens: r.promptTokens,
         completionTokens: r.completionTokens,
-        ttftMs: r.ttftMs,
-        decodeTps: r.decodeTps,
+        ttftMs: r.ttftMs || null,
+        decodeTps: r.decodeTps || null,
         finishReason: r.finishReason,
         tokenIds: r.tokenIds,
       };
     } finally {
+      estimate.stop();
       this.#sched.listeners.delete(listen);
     }
   }

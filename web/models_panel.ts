@@ -2,6 +2,7 @@
  * Local mode's model panel: open a folder (directory picker, `<input webkitdirectory>` or a drop), list the
  * models saved in this browser with their sizes, load or delete them. Loading validates through the engine's
  * own loader, so a bad folder gets the same LoaderError text as the CLI; only a folder that loaded is saved.
+ * Under the list: whether this browser keeps them (persistent storage) and how much storage they take.
  * @module
  */
 import {
@@ -15,6 +16,7 @@ import {
   pickModelFolder,
   sourceFromDrop,
   sourceFromFiles,
+  storageStatus,
 } from "../src/platform/browser.ts";
 import { byId, h } from "./dom.ts";
 
@@ -62,7 +64,26 @@ export class ModelsPanel {
     this.#list.replaceChildren(
       ...(models.length ? models.map((m) => this.#item(m, m.name === cur)) : [h("li", { class: "empty" }, "No models saved yet.")]),
     );
+    await this.#showStorage(models.length > 0);
     return models;
+  }
+
+  /** Persistent or not (asked for when a model is saved), and the storage estimate. */
+  async #showStorage(any: boolean): Promise<void> {
+    const el = byId("storage-status");
+    el.hidden = !any;
+    if (!any) return;
+    const s = await storageStatus();
+    const kept = s.persisted === null
+      ? "Storage"
+      : s.persisted
+      ? "Persistent storage: kept until you delete them"
+      : "Not persistent: the browser may remove them when space runs low";
+    const used = s.usage !== null && s.quota
+      ? ` · ${formatBytes(s.usage)} used of ${formatBytes(s.quota)} (the browser's estimate)`
+      : "";
+    el.textContent = `${kept}${used}.`;
+    el.dataset.persisted = String(s.persisted);
   }
 
   /** Loads a saved model by name; false when it is not saved (any more). */

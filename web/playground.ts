@@ -1,21 +1,40 @@
 /**
- * The chat page: mode (model in this tab, or the server), settings, composer, progress bar and notices.
- * The model itself is behind `ChatBackend` (local.ts, remote.ts), the transcript in chat_view.ts.
+ * The chat page: mode (model in this tab, or the server), settings, composer, progress bar, notices and the
+ * conversation being shown. The model is behind `ChatBackend` (local.ts, remote.ts); the panels are
+ * models_panel.ts, server_panel.ts and conversations.ts; the transcript is chat_view.ts.
  * @module
  */
 import { FlintError } from "../src/errors.ts";
-import { type BlobModelSource, cacheModel, formatBytes } from "../src/platform/browser.ts";
-import type { ChatBackend, ChatTurn, Sampling } from "./backend.ts";
+import { type BlobModelSource, cacheModel, checkModelFolder, formatBytes } from "../src/platform/browser.ts";
+import type { ChatBackend, ChatTurn, ReplyStats, Sampling } from "./backend.ts";
 import { Transcript } from "./chat_view.ts";
+import {
+  ChatsPanel,
+  type Conversation,
+  getConversation,
+  type Mode,
+  newConversation,
+  saveConversation,
+} from "./conversations.ts";
 import { byId, notice, prefs } from "./dom.ts";
 import { describeGpu, LocalModel } from "./local.ts";
 import { ModelsPanel } from "./models_panel.ts";
-import { listServerModels, RemoteModel } from "./remote.ts";
+import { ProgressBar } from "./progress_bar.ts";
+import { AuthError } from "./remote.ts";
+import { ServerPanel } from "./server_panel.ts";
 
-type Mode = "local" | "remote";
-
-// Kept in localStorage across reloads. The API key is not: it stays in this page only.
-const SETTINGS = ["temperature", "max-tokens", "top-p", "top-k", "min-p", "seed", "system-prompt", "context-window", "kv-cache", "server-url"];
+// Kept in localStorage across reloads (the server's URL and key: server_panel.ts).
+const SETTINGS = [
+  "temperature",
+  "max-tokens",
+  "top-p",
+  "top-k",
+  "min-p",
+  "seed",
+  "system-prompt",
+  "context-window",
+  "kv-cache",
+];
 
 class Playground {
   readonly notices = byId("notices");
@@ -24,18 +43,40 @@ class Playground {
   readonly send = byId<HTMLButtonElement>("send");
   readonly stop = byId<HTMLButtonElement>("stop");
   readonly pill = byId("gpu-status");
-  readonly panel: ModelsPanel;
+  readonly bar = new ProgressBar();
+  readonly models: ModelsPanel;
+  readonly server: ServerPanel;
+  readonly chats: ChatsPanel;
   mode: Mode = "local";
   local: LocalModel | null = null;
-  remote: RemoteModel | null = null;
+  /** The conversation shown; null until its first exchange is stored. */
+  chat: Conversation | null = null;
   history: ChatTurn[] = [];
   busy: "loading" | "generating" | null = null;
   abort: AbortController | null = null;
+  /** A message that hit a 401, sent again once a key is entered. */
+  retryText: string | null = null;
 
   constructor() {
-    this.panel = new ModelsPanel({
+    this.models = new ModelsPanel({
       load: (src, fresh) => this.loadLocal(src, fresh),
       current: () => this.local?.source.name ?? null,
+      error: (e) => this.error(e),
+    });
+    this.server = new ServerPanel(this.notices, {
+      changed: () => this.update(),
+      pill: (text, kind) => this.mode === "remote" && this.setPill(text, kind),
+      authorized: () => {
+        if (this.retryText !== null && this.prompt.value.trim() === this.retryText) this.submit();
+        this.retryText = null;
+      },
+    });
+    this.chats = new ChatsPanel({
+      current: () => this.chat?.id ?? null,
+      open: (id) => this.openChat(id),
+      deleted: (id) => this.chat?.id === id && this.newChat(),
+      newChat: () => this.newChat(),
+      idle: () => this.busy !== "generating",
       error: (e) => this.error(e),
     });
     for (const id of SETTINGS) {
@@ -53,15 +94,11 @@ class Playground {
     for (const b of document.querySelectorAll<HTMLButtonElement>("[data-mode]")) {
       b.addEventListener("click", () => this.setMode(b.dataset.mode as Mode, true));
     }
-    byId("server-url").addEventListener("change", () => this.connectRemote());
-    byId("api-key").addEventListener("change", () => this.connectRemote());
-    byId("server-model").addEventListener("change", () => this.connectRemote());
     byId("composer").addEventListener("submit", (e) => {
       e.preventDefault();
       this.submit();
     });
     this.stop.addEventListener("click", () => this.abort?.abort());
-    byId("clear").addEventListener("click", () => this.newChat());
     this.prompt.addEventListener("input", () => this.update());
     this.prompt.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -76,8 +113,7 @@ class Playground {
       else if (e.key === "/" && !typing) {
         e.preventDefault();
         this.prompt.focus();
-      }
-      else if (e.key === "l" && (e.ctrlKey || e.metaKey)) {
+      } else if (e.key === "l" && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
         this.newChat();
       }
@@ -86,18 +122,20 @@ class Playground {
 
   async start(): Promise<void> {
     const saved = prefs.get("mode") as Mode | null;
-    const cached = await this.panel.refresh().catch(() => []);
+    const cached = await this.models.refresh().catch(() => []);
     // Served by `deno task serve`: the server has a model loaded, so that is the quickest start.
-    const server = await listServerModels(this.serverBase(), { apiKey: this.apiKey(), signal: AbortSignal.timeout(1500) })
-      .then(() => true, () => false);
-    this.setMode(saved ?? (server && !cached.length ? "remote" : "local"), false);
+    const server = saved ? false : await this.server.probe(1500);
+    await this.setMode(saved ?? (server && !cached.length ? "remote" : "local"), false);
     const last = prefs.get("lastModel");
-    if (this.mode === "local" && last && cached.some((m) => m.name === last)) await this.panel.loadCached(last);
+    if (this.mode === "local" && last && cached.some((m) => m.name === last)) {
+      await this.models.loadCached(last);
+    }
     this.update();
     this.prompt.focus();
   }
 
-  setMode(mode: Mode, save: boolean): void {
+  async setMode(mode: Mode, save: boolean): Promise<void> {
+    if (this.busy === "generating") return;
     this.mode = mode;
     if (save) prefs.set("mode", mode);
     for (const b of document.querySelectorAll<HTMLElement>("[data-mode]")) {
@@ -107,9 +145,12 @@ class Playground {
     byId("remote-panel").hidden = mode !== "remote";
     byId("context-window").closest("label")!.hidden = mode !== "local";
     byId("kv-cache").closest("label")!.hidden = mode !== "local";
+    this.notices.querySelector('[data-key="auth"]')?.remove();
     if (mode === "local") this.checkGpu();
-    else this.connectRemote();
+    else this.server.connect();
     this.update();
+    const id = prefs.get(`chat.${mode}`);
+    await (id ? this.openChat(id) : this.newChat());
   }
 
   /** Status pill and notices: no WebGPU at all, or no shader-f16 (the f32 path still runs). */
@@ -117,14 +158,27 @@ class Playground {
     if (this.local) return this.setPill(this.local.label, "ok");
     try {
       const g = await describeGpu();
-      this.setPill(`${g.adapter} · ${g.f16 ? "f16" : "f32"}`, "ok");
+      const label = `${g.adapter} · ${g.f16 ? "f16" : "f32"}`;
+      if (this.mode === "local" && !this.local) this.setPill(label, "ok");
       if (!g.f16) {
-        notice(this.notices, "warn",
-          "This GPU has no shader-f16: models run with f32 activations. Results are the same; it is slower and needs more memory.", "f16");
+        notice(
+          this.notices,
+          "warn",
+          "This GPU has no shader-f16: models run with f32 activations. " +
+            "Results are the same; it is slower and needs more memory.",
+          "f16",
+        );
       }
     } catch (e) {
       this.setPill("no WebGPU", "bad");
-      notice(this.notices, "error", `${(e as Error).message}. Models cannot run in this tab; switch to Server mode to use a Flint server.`, "gpu");
+      notice(
+        this.notices,
+        "error",
+        `${
+          (e as Error).message
+        }. Models cannot run in this tab; switch to Server mode to use a Flint server.`,
+        "gpu",
+      );
     }
   }
 
@@ -133,55 +187,43 @@ class Playground {
     this.pill.dataset.kind = kind;
   }
 
-  serverBase(): string {
-    const v = byId<HTMLInputElement>("server-url").value.trim();
-    return new URL(v ? v.replace(/\/?$/, "/") : "./", v ? undefined : location.origin + "/").href;
-  }
-
-  apiKey(): string {
-    return byId<HTMLInputElement>("api-key").value.trim();
-  }
-
-  async connectRemote(): Promise<void> {
-    const select = byId<HTMLSelectElement>("server-model");
-    const base = this.serverBase();
-    try {
-      const ids = await listServerModels(base, { apiKey: this.apiKey(), signal: AbortSignal.timeout(5000) });
-      const want = ids.includes(select.value) ? select.value : ids[0];
-      select.replaceChildren(...ids.map((id) => new Option(id, id, false, id === want)));
-      this.remote = ids.length ? new RemoteModel(base, want, this.apiKey()) : null;
-      this.setPill(this.remote ? this.remote.label : "server has no model", this.remote ? "ok" : "bad");
-      this.notices.querySelector('[data-key="server"]')?.remove();
-    } catch (e) {
-      this.remote = null;
-      select.replaceChildren(new Option("(not connected)", ""));
-      this.setPill("server unreachable", "bad");
-      notice(this.notices, "error", `No Flint server at ${base} (${(e as Error).message}). Start one with "deno task serve", or set its URL.`, "server");
-    }
-    this.update();
-  }
-
   async loadLocal(src: BlobModelSource, fresh: boolean): Promise<void> {
     if (this.busy) return;
+    this.notices.querySelector('[data-key="load"]')?.remove();
+    try {
+      await checkModelFolder(src); // before the loaded model is let go
+    } catch (e) {
+      return this.error(e, "load");
+    }
     this.busy = "loading";
     this.update();
-    this.notices.querySelector('[data-key="load"]')?.remove();
     const old = this.local;
     this.local = null;
     await old?.unload();
-    this.progress(`Loading ${src.name}`, 0, 1);
+    this.bar.show("weights", `Loading ${src.name}`, 0, 1);
     this.setPill(`loading ${src.name}…`, "busy");
+    let compileTimer: ReturnType<typeof setInterval> | undefined;
     try {
       this.local = await LocalModel.load(src, {
         contextWindow: Number(byId<HTMLSelectElement>("context-window").value),
         kvCache: byId<HTMLSelectElement>("kv-cache").value === "q8" ? "q8" : "act",
-        onProgress: (done, total) =>
-          total === null
-            ? this.progress(`Compiling kernels for ${src.name}`, 1, 1)
-            : this.progress(`Loading ${src.name}: ${formatBytes(done)} of ${formatBytes(total)}`, done, total),
+        onProgress: (p) => {
+          if (p.stage === "weights") {
+            const label = `Loading ${src.name}: ${formatBytes(p.done)} of ${formatBytes(p.total)}`;
+            return this.bar.show("weights", label, p.done, p.total);
+          }
+          const t0 = performance.now();
+          const label = () => {
+            const s = Math.floor((performance.now() - t0) / 1000);
+            return `Compiling kernels for ${src.name}…${s ? ` ${s} s` : ""}`;
+          };
+          this.bar.busy("compile", label());
+          compileTimer = setInterval(() => this.bar.busy("compile", label()), 1000);
+        },
       });
+      clearInterval(compileTimer);
       if (fresh) {
-        this.progress(`Saving ${src.name} in this browser`, 1, 1);
+        this.bar.busy("save", `Saving ${src.name} in this browser`);
         await cacheModel(src).catch((e) => this.error(e, "cache"));
       }
       prefs.set("lastModel", src.name);
@@ -190,15 +232,16 @@ class Playground {
       this.setPill("no model loaded", "bad");
       this.error(e, "load");
     } finally {
+      clearInterval(compileTimer);
       this.busy = null;
-      this.progress(null);
-      await this.panel.refresh().catch(() => {});
+      this.bar.hide();
+      await this.models.refresh().catch(() => {});
       this.update();
     }
   }
 
   backend(): ChatBackend | null {
-    return this.mode === "local" ? this.local : this.remote;
+    return this.mode === "local" ? this.local : this.server.remote;
   }
 
   sampling(): Sampling {
@@ -222,55 +265,87 @@ class Playground {
     if (!text || !backend || this.busy) return;
     this.prompt.value = "";
     const system = byId<HTMLTextAreaElement>("system-prompt").value.trim();
-    const turns: ChatTurn[] = [...(system ? [{ role: "system" as const, content: system }] : []), ...this.history];
+    const turns: ChatTurn[] = [
+      ...(system ? [{ role: "system" as const, content: system }] : []),
+      ...this.history,
+    ];
     turns.push({ role: "user", content: text });
-    this.transcript.addUser(text);
-    const msg = this.transcript.addAssistant(backend.label.split(" · ")[0]);
+    const userEl = this.transcript.addUser(text);
+    const label = backend.label.split(" · ")[0];
+    const msg = this.transcript.addAssistant(label);
+    const mode = this.mode;
     this.abort = new AbortController();
     this.busy = "generating";
     this.update();
-    let reading = false;
+    let reading = true;
     try {
       const stats = await backend.reply(turns, this.sampling(), {
         onText: (t) => {
-          if (reading) this.progress(null);
+          if (reading) this.bar.hide();
           reading = false;
           msg.append(t);
         },
-        onPrefill: (done, total) => {
-          reading = done < total && !msg.text;
-          this.progress(reading ? `Reading the prompt: ${done} of ${total} tokens` : null, done, total);
-        },
+        onPrefill: (done, total, estimated) => reading && this.bar.prefill(done, total, estimated),
       }, this.abort.signal);
+      reading = false;
       msg.finish(stats);
       this.history.push({ role: "user", content: text }, { role: "assistant", content: msg.text });
+      await this.store(mode, text, msg.text, label, stats).catch((e) => this.error(e, "chat"));
     } catch (e) {
-      msg.fail(e instanceof Error ? e.message : String(e));
+      reading = false;
+      if (e instanceof AuthError) {
+        // Not an answer: the exchange is taken back and sent again once the key is entered.
+        userEl.remove();
+        msg.el.remove();
+        this.retryText = text;
+        this.server.askForKey(e);
+      } else msg.fail(e instanceof Error ? e.message : String(e));
       this.prompt.value ||= text;
     } finally {
       this.abort = null;
       this.busy = null;
-      this.progress(null);
+      this.bar.hide();
       this.update();
-      this.prompt.focus();
+      if (!this.notices.querySelector('[data-key="auth"]')) this.prompt.focus();
     }
   }
 
-  newChat(): void {
-    if (this.busy === "generating") return;
-    this.history = [];
-    this.transcript.clear();
-    this.prompt.focus();
+  /** Appends a finished exchange to the conversation shown and saves it. */
+  async store(mode: Mode, user: string, reply: string, label: string, stats: ReplyStats): Promise<void> {
+    if (mode !== this.mode) return;
+    this.chat ??= newConversation(mode, user);
+    const { tokenIds: _ids, ...kept } = stats;
+    this.chat.messages.push({ role: "user", content: user }, {
+      role: "assistant",
+      content: reply,
+      label,
+      stats: kept,
+    });
+    this.chat.updatedAt = Date.now();
+    await saveConversation(this.chat);
+    prefs.set(`chat.${mode}`, this.chat.id);
+    await this.chats.refresh(mode);
   }
 
-  progress(label: string | null, done = 0, total = 1): void {
-    const box = byId("progress");
-    box.hidden = label === null;
-    if (label === null) return;
-    const pct = total > 0 ? Math.min(100, (100 * done) / total) : 0;
-    byId("progress-text").textContent = label;
-    byId("progress-pct").textContent = `${Math.round(pct)}%`;
-    byId("progress-fill").style.width = `${pct}%`;
+  async openChat(id: string): Promise<void> {
+    if (this.busy === "generating") return;
+    const c = await getConversation(id);
+    if (!c || c.mode !== this.mode) return this.newChat();
+    this.chat = c;
+    this.history = c.messages.map((m) => ({ role: m.role, content: m.content }));
+    this.transcript.restore(c.messages);
+    prefs.set(`chat.${this.mode}`, c.id);
+    await this.chats.refresh(this.mode);
+  }
+
+  async newChat(): Promise<void> {
+    if (this.busy === "generating") return;
+    this.chat = null;
+    this.history = [];
+    this.transcript.clear();
+    prefs.remove(`chat.${this.mode}`);
+    this.prompt.focus();
+    await this.chats.refresh(this.mode);
   }
 
   /** Enables what can be used now. */
@@ -281,8 +356,12 @@ class Playground {
     this.send.disabled = !!this.busy || !this.backend() || !this.prompt.value.trim();
     this.prompt.placeholder = this.backend()
       ? "Message the model…"
-      : this.mode === "local" ? "Open a model folder to start" : "Connect to a server to start";
+      : this.mode === "local"
+      ? "Open a model folder to start"
+      : "Connect to a server to start";
     byId<HTMLButtonElement>("open-folder").disabled = this.busy !== null;
+    for (const b of document.querySelectorAll<HTMLButtonElement>("[data-mode]")) b.disabled = generating;
+    this.chats.setEnabled(!generating);
     document.body.dataset.busy = this.busy ?? "";
     document.body.dataset.ready = String(!!this.backend());
     // Grow the composer with its text, up to a third of the window.
@@ -291,7 +370,11 @@ class Playground {
   }
 
   error(e: unknown, key?: string): void {
-    const msg = e instanceof FlintError ? e.message : e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    const msg = e instanceof FlintError
+      ? e.message
+      : e instanceof Error
+      ? `${e.name}: ${e.message}`
+      : String(e);
     notice(this.notices, "error", msg, key);
   }
 }

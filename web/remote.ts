@@ -1,14 +1,29 @@
 /**
- * The chat UI against a Flint server (or any OpenAI-compatible one): streaming `/v1/chat/completions`, and
- * `/events` (server-sent events) for the prompt-reading progress that the OpenAI stream does not carry.
+ * The chat UI against a Flint server (or any OpenAI-compatible one): streaming `/v1/chat/completions` with
+ * the server's own token counts (`stream_options.include_usage`), and `/events?id=N` (server-sent events, N
+ * from the `flint-sequence-id` response header) for the prompt progress the OpenAI stream does not carry.
+ * Both are read with fetch, so an API key goes along as `Authorization: Bearer`, also to another origin.
  * @module
  */
 import type { ChatBackend, ChatTurn, ReplyHandlers, ReplyStats, Sampling } from "./backend.ts";
 
-/** Model ids the server offers; throws with the HTTP status or network error. */
-export async function listServerModels(base: string, opts: { apiKey?: string; signal?: AbortSignal } = {}): Promise<string[]> {
-  const r = await fetch(new URL("v1/models", base), { signal: opts.signal, headers: auth(opts.apiKey) });
-  if (!r.ok) throw new Error(`${new URL("v1/models", base)}: HTTP ${r.status}`);
+/** The server answered 401: no API key, or the wrong one. */
+export class AuthError extends Error {
+  constructor(readonly url: string, readonly keySent: boolean) {
+    super(keySent ? `the server rejected the API key (HTTP 401)` : `the server needs an API key (HTTP 401)`);
+    this.name = "AuthError";
+  }
+}
+
+/** Model ids the server offers; throws AuthError on 401, else an Error with the status or network error. */
+export async function listServerModels(
+  base: string,
+  opts: { apiKey?: string; signal?: AbortSignal } = {},
+): Promise<string[]> {
+  const url = new URL("v1/models", base).href;
+  const r = await fetch(url, { signal: opts.signal, headers: auth(opts.apiKey) });
+  if (r.status === 401) throw new AuthError(url, !!opts.apiKey);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
   const j = await r.json();
   return (j.data ?? []).map((m: { id: string }) => m.id);
 }
@@ -35,19 +50,23 @@ export class RemoteModel implements ChatBackend {
     // Not OpenAI fields: sent only when used, so strict servers are not bothered by them.
     if (s.topK > 0) body.top_k = s.topK;
     if (s.minP > 0) body.min_p = s.minP;
-    const events = this.#watchPrefill(on);
     const t0 = performance.now();
-    let tFirst = 0, tLast = 0, chunks = 0;
+    let tFirst = 0, tEnd = 0;
     let usage: { prompt_tokens?: number; completion_tokens?: number } | null = null;
     let finish = "stop";
+    let progress: { close(): void } | null = null;
     try {
-      const r = await fetch(new URL("v1/chat/completions", this.base), {
+      const url = new URL("v1/chat/completions", this.base).href;
+      const r = await fetch(url, {
         method: "POST",
         headers: { "content-type": "application/json", ...auth(this.apiKey) },
         body: JSON.stringify(body),
         signal,
       });
+      if (r.status === 401) throw new AuthError(url, !!this.apiKey);
       if (!r.ok || !r.body) throw new Error(await errorText(r));
+      const seq = Number(r.headers.get("flint-sequence-id"));
+      if (Number.isInteger(seq) && seq > 0) progress = this.#watchPrefill(seq, on, signal);
       for await (const data of sseData(r.body)) {
         if (data === "[DONE]") break;
         const j = JSON.parse(data);
@@ -57,54 +76,83 @@ export class RemoteModel implements ChatBackend {
         if (choice?.finish_reason) finish = choice.finish_reason;
         const text = choice?.delta?.content;
         if (text) {
-          const now = performance.now();
           if (!tFirst) {
-            tFirst = now;
-            events.close();
+            tFirst = performance.now();
+            progress?.close();
           }
-          tLast = now;
-          chunks++;
           on.onText(text);
         }
       }
+      tEnd = performance.now();
     } catch (e) {
       if (signal.aborted) finish = "cancelled";
       else throw e;
     } finally {
-      events.close();
+      progress?.close();
     }
-    const n = usage?.completion_tokens ?? chunks;
+    // Only the server's counts: a stream stopped before its usage report has no count (text chunks are not
+    // tokens: a chunk may hold several, or none when a stop string is held back).
+    const n = typeof usage?.completion_tokens === "number" ? usage.completion_tokens : null;
+    const prompt = typeof usage?.prompt_tokens === "number" ? usage.prompt_tokens : null;
     return {
-      promptTokens: usage?.prompt_tokens ?? 0,
+      promptTokens: prompt,
       completionTokens: n,
-      ttftMs: tFirst ? tFirst - t0 : 0,
-      decodeTps: n > 1 && tLast > tFirst ? (n - 1) / ((tLast - tFirst) / 1000) : 0,
+      ttftMs: tFirst ? tFirst - t0 : null,
+      // The first token's time is the TTFT; the n − 1 after it are decoded until the stream's end.
+      decodeTps: n !== null && n > 1 && tFirst && tEnd > tFirst ? (n - 1) / ((tEnd - tFirst) / 1000) : null,
       finishReason: finish,
     };
   }
 
   /**
-   * Prefill progress from `/events`: `{"type":"prefill","processed":N,"total":M}` messages. EventSource
-   * cannot send an API key, so a server that wants one gives no progress bar.
+   * Prefill progress of request `id` from `/events?id=N`: real per-chunk reports and, in between, the
+   * server's estimates (`"estimated": true`). Events of other requests are dropped here too, for a server
+   * that ignores `id`. A server without the feed simply gives no progress bar.
    */
-  #watchPrefill(on: ReplyHandlers): { close(): void } {
-    if (typeof EventSource === "undefined" || this.apiKey) return { close() {} };
-    let es: EventSource;
-    try {
-      es = new EventSource(new URL("events", this.base));
-    } catch {
-      return { close() {} };
-    }
-    const handle = (ev: MessageEvent) => {
-      try {
-        const e = JSON.parse(ev.data);
-        if (e?.type === "prefill" && e.total > 0) on.onPrefill(e.processed, e.total);
-      } catch { /* other event kinds */ }
-    };
-    es.onmessage = handle;
-    es.addEventListener("prefill", handle as EventListener);
-    es.onerror = () => es.close(); // a server without /events: no progress, no retries
-    return { close: () => es.close() };
+  #watchPrefill(id: number, on: ReplyHandlers, signal: AbortSignal): { close(): void } {
+    const stop = new AbortController();
+    const abort = () => stop.abort();
+    signal.addEventListener("abort", abort, { once: true });
+    (async () => {
+      const url = new URL(`events?id=${id}`, this.base);
+      const r = await fetch(url, { headers: auth(this.apiKey), signal: stop.signal });
+      if (!r.ok || !r.body) return;
+      for await (const data of sseData(r.body)) {
+        const p = prefillUpdate(data, id);
+        if (p) on.onPrefill(p.processed, p.total, p.estimated);
+        if (p && !p.estimated && p.processed >= p.total) break;
+        if (isFinish(data, id)) break;
+      }
+    })().catch(() => {/* aborted, or no feed: no progress bar */}).finally(() => {
+      stop.abort();
+      signal.removeEventListener("abort", abort);
+    });
+    return { close: abort };
+  }
+}
+
+/** A feed event's prefill progress for request `id`, or null (another request, another kind, not JSON). */
+export function prefillUpdate(
+  data: string,
+  id: number,
+): { processed: number; total: number; estimated: boolean } | null {
+  let e: any;
+  try {
+    e = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  if (e?.type !== "prefill" || e.id !== id) return null;
+  if (!(Number.isFinite(e.processed) && Number.isFinite(e.total) && e.total > 0)) return null;
+  return { processed: e.processed, total: e.total, estimated: e.estimated === true };
+}
+
+function isFinish(data: string, id: number): boolean {
+  try {
+    const e = JSON.parse(data);
+    return e?.type === "finish" && e.id === id;
+  } catch {
+    return false;
   }
 }
 
@@ -113,21 +161,28 @@ function auth(key?: string): Record<string, string> {
 }
 
 /** The `data:` payloads of a server-sent-events stream. */
-async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+export async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   const reader = body.getReader();
   const dec = new TextDecoder();
   let buf = "";
-  while (true) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i).replace(/^\r?\n\r?\n/, "");
-      const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
-      if (data.length) yield data.join("\n");
+  try {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i).replace(/^\r?\n\r?\n/, "");
+        const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) =>
+          l.slice(5).replace(/^ /, "")
+        );
+        if (data.length) yield data.join("\n");
+      }
     }
+  } finally {
+    // Leaving early (a break) closes the connection.
+    await reader.cancel().catch(() => {});
   }
 }
 

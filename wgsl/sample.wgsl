@@ -109,7 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = lid; i < V; i += WG) {
     let v = logits[base + i];
     if (v > bv) { bv = v; bi = i; }
-    mn = min(mn, v);
+    if (v > -1.0e38) { mn = min(mn, v); }  // grammar-masked logits (-3e38) would stretch the bisections
   }
   arg_v[lid] = bv;
   arg_i[lid] = bi;

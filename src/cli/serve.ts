@@ -2,16 +2,18 @@
  * `deno task serve`: an OpenAI- and Anthropic-compatible server for one model.
  *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
  *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--solo-prefill-chunk N]
- *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
+ *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32] [--strict-model-name]
+ *   [--cors ORIGIN[,ORIGIN...]]
  * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone
  * (--solo-prefill-chunk; default --prefill-chunk where that is given).
- * The API key may also come from FLINT_API_KEY (kept out of `ps`).
+ * The API key may also come from FLINT_API_KEY (kept out of `ps`). The engine runs in a worker
+ * (server/model_worker.ts), so this thread only serves HTTP.
  * @module
  */
 import { NotFoundError, PermissionError, ValidationError } from "../errors.ts";
 import { createApp } from "../server/app.ts";
 import { ModelHost } from "../server/host.ts";
-import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
+import { DEFAULT_MODEL_DIR } from "../platform/deno.ts";
 import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
@@ -29,12 +31,19 @@ const SPEC = {
   "max-body-mb": "number",
   "kv-cache": "string",
   f32: "boolean",
+  "strict-model-name": "boolean",
+  "keep-alive-s": "number",
+  cors: "string",
   help: "boolean",
 } as const;
 
 const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
-       [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]`;
+       [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
+       [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10]
+Any model name in a request is answered by the served model unless --strict-model-name (then only its
+folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any). Streams send a keep-alive (an OpenAI SSE
+comment, an Anthropic ping event) every --keep-alive-s seconds while there is nothing else to send.`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
@@ -45,7 +54,7 @@ function size(b: number): string {
  * `name` as a folder inside `root`. The name itself must stay inside (relative, no `..`); a symlink the
  * owner put in the models directory may point elsewhere, as model folders often do.
  */
-export async function resolveInside(root: string, name: string): Promise<DiskModelSource> {
+export async function resolveInside(root: string, name: string): Promise<string> {
   const parts = name.split("/").filter((p) => p && p !== ".");
   if (
     name.startsWith("/") || name.includes("\0") || name.includes("\\") || parts.includes("..") ||
@@ -65,7 +74,20 @@ export async function resolveInside(root: string, name: string): Promise<DiskMod
   if (!info.isDirectory) {
     throw new NotFoundError(`model "${name}" is not a folder in ${root}`, "model_not_found");
   }
-  return new DiskModelSource(path);
+  return path;
+}
+
+/** Fails at once, with one line, when the address is taken (not after loading a model for minutes). */
+function checkPort(hostname: string, port: number): void {
+  if (port === 0) return;
+  try {
+    Deno.listen({ hostname, port }).close();
+  } catch (e) {
+    const why = e instanceof Deno.errors.AddrInUse
+      ? "is already in use (another server?); choose another with --port N"
+      : `cannot be opened: ${(e as Error).message}`;
+    throw new ValidationError(`${hostname}:${port} ${why}`, "port");
+  }
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -93,32 +115,40 @@ export async function main(argv: string[]): Promise<number> {
   const maxBodyMb = f["max-body-mb"] ?? 32;
   if (!(maxBodyMb > 0)) throw new ValidationError("--max-body-mb must be positive", "max-body-mb");
 
+  const positiveSeconds = (v: number) => {
+    if (!(v > 0)) {
+      throw new ValidationError("--keep-alive-s must be a positive number of seconds", "keep-alive-s");
+    }
+    return v;
+  };
+  const list = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  checkPort(hostname, port);
   console.log(`[flint] loading ${modelDir} ...`);
-  const host = await ModelHost.open(new DiskModelSource(modelDir), {
-    engine: {
-      gpuOptions: { f16: !f.f32 },
-      maxBatch,
-      contextWindow: positive("context-window", f["context-window"]),
-      prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
-      soloPrefillChunk: positive("solo-prefill-chunk", f["solo-prefill-chunk"]),
-      kvCache: kvCacheFlag(f["kv-cache"]),
-    },
+  const host = await ModelHost.open(modelDir, {
+    f16: !f.f32,
+    maxBatch,
+    contextWindow: positive("context-window", f["context-window"]),
+    prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
+    soloPrefillChunk: positive("solo-prefill-chunk", f["solo-prefill-chunk"]),
+    kvCache: kvCacheFlag(f["kv-cache"]),
     stepsPerSubmit: positive("steps-per-submit", f["steps-per-submit"]),
   });
   const { app } = await createApp(host, {
     apiKey: apiKey || undefined,
     maxBodyBytes: Math.round(maxBodyMb * 2 ** 20),
-    aliases: (f.alias ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    aliases: list(f.alias),
+    strictModelName: !!f["strict-model-name"],
+    keepAliveMs: f["keep-alive-s"] !== undefined ? positiveSeconds(f["keep-alive-s"]) * 1000 : undefined,
+    cors: list(f.cors),
     resolveModel: (name) => resolveInside(modelsDir, name),
   });
 
-  const { engine, name, capped } = host.served;
-  const mem = engine.gpu.memory.snapshot();
+  const { info, name, stats } = host.served;
   const ctxLine = f["context-window"]
-    ? `${engine.contextWindow} tokens (--context-window)`
-    : capped
-    ? `${engine.contextWindow} tokens (capped by what fits in GPU memory; the model allows ${engine.info.maxPosition})`
-    : `${engine.contextWindow} tokens (the model's maximum)`;
+    ? `${info.contextWindow} tokens (--context-window)`
+    : info.capped
+    ? `${info.contextWindow} tokens (capped by what fits in GPU memory; the model allows ${info.maxPosition})`
+    : `${info.contextWindow} tokens (the model's maximum)`;
   const ac = new AbortController();
   const server = Deno.serve({
     hostname,
@@ -127,16 +157,24 @@ export async function main(argv: string[]): Promise<number> {
     onListen: (addr) => {
       const shown = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
       console.log([
-        `[flint] serving ${name} (${engine.info.modelType}, ${engine.info.quantization})`,
-        `  adapter         ${engine.gpu.info.adapter}${engine.gpu.info.f16 ? " (f16)" : " (f32)"}`,
+        `[flint] serving ${name} (${info.modelType}, ${info.quantization})`,
+        `  adapter         ${info.adapter}${info.f16 ? " (f16)" : " (f32)"}`,
         `  context window  ${ctxLine}`,
-        `  weights         ${size(engine.info.weightBytes)}`,
-        `  KV cache        ${size(mem.kv)}${engine.kv.scales ? " 8-bit" : ""} (${engine.kv.freePages} pages of ${
-          size(engine.kv.bytesPerPage)
-        }), max batch ${engine.maxBatch}`,
-        `  prefill chunks  ${engine.prefillChunk} rows beside decoding requests, ${engine.soloPrefillChunk} alone`,
+        `  weights         ${size(info.weightBytes)}`,
+        `  KV cache        ${size(stats.memory.kv)}${info.kv8 ? " 8-bit" : ""} (${info.kvPages} pages of ${
+          size(info.kvPageBytes)
+        }), max batch ${info.maxBatch}`,
+        `  prefill chunks  ${info.prefillChunk} rows beside decoding requests, ${info.soloPrefillChunk} alone`,
+        `  model names     ${
+          f["strict-model-name"]
+            ? `${name}${f.alias ? `, ${f.alias}` : ""} only`
+            : "any (answered by this model)"
+        }`,
         `  models dir      ${modelsDir}`,
-        `  API key         ${apiKey ? "required (Bearer or x-api-key)" : "not set"}`,
+        `  API key         ${
+          apiKey ? "required on the API (Bearer or x-api-key); the pages ask for it" : "not set"
+        }`,
+        `  CORS            ${f.cors ? f.cors : "off (same origin only)"}`,
         `Listening on http://${shown}:${addr.port}`,
       ].join("\n"));
       if (!apiKey && !/^(127\.|::1$|localhost$)/.test(addr.hostname)) {

@@ -3,7 +3,7 @@
  * The scheduler (engine/scheduler.ts) drives it step by step; CLI, server and browser share it.
  * @module
  */
-import { CapacityError, LoaderError, ValidationError } from "../errors.ts";
+import { CapacityError, LoaderError, TokenizerError, ValidationError } from "../errors.ts";
 import { Gpu, type GpuOptions } from "../gpu/device.ts";
 import { encodeDispatches } from "../gpu/kernel.ts";
 import { readBuffer } from "../gpu/readback.ts";
@@ -14,6 +14,8 @@ import { WeightLoader, type WeightSource } from "../loader/weights.ts";
 import type { ArchConfig, Architecture } from "../models/model.ts";
 import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
+import { tokenBytes } from "../grammar/token_bytes.ts";
+import { DEFAULT_GRAMMAR_STATES, GrammarSlots } from "./grammar.ts";
 import { type KvCacheType, kvBytesPerToken, KvPool, kvValueBytesPerToken } from "./kv_pool.ts";
 import { type Activations, allocActivations, type Dims, soloRowsFit } from "./resources.ts";
 import { Slots } from "./slots.ts";
@@ -52,6 +54,11 @@ export interface EngineOptions {
    * fits and long-context attention reads about half the bytes (quality: bench/NOTES.md).
    */
   kvCache?: KvCacheType;
+  /**
+   * Automaton states a constrained sequence's grammar may have (default 4096: 516 bytes each per slot);
+   * 0 leaves out the grammar tables. Models without a tokenizer have none either way.
+   */
+  grammarStates?: number;
   /** Compile the step kernels at load (default true) so the first request does not pay for it. */
   warmup?: boolean;
   /**
@@ -94,6 +101,10 @@ export class Engine {
     readonly maxBatch: number,
     readonly prefillChunk: number,
     readonly soloPrefillChunk: number,
+    /** Constrained decoding's GPU state; null without a tokenizer (see `grammarUnavailable`). */
+    readonly grammar: GrammarSlots | null,
+    /** Why `grammar` is null, for the error a constrained request gets. */
+    readonly grammarUnavailable: string | null,
   ) {}
 
   static async load(source: ModelSource, opts: EngineOptions = {}): Promise<Engine> {
@@ -186,9 +197,22 @@ export class Engine {
       quantization: q ? `affine ${q.default.bits}-bit g${q.default.groupSize}` : "none (16-bit)",
       weightBytes,
     };
+    let grammar: GrammarSlots | null = null;
+    let grammarUnavailable: string | null = null;
+    const states = opts.grammarStates ?? DEFAULT_GRAMMAR_STATES;
+    if (!tokenizer) grammarUnavailable = "the model has no tokenizer.json, so token bytes are unknown";
+    else if (states < 1) grammarUnavailable = "the engine was loaded with grammarStates 0";
+    else {
+      try {
+        grammar = new GrammarSlots(gpu, maxBatch, tokenBytes(tokenizer.json, d.vocab), states, eosIds);
+      } catch (e) {
+        if (!(e instanceof TokenizerError)) throw e;
+        grammarUnavailable = e.message;
+      }
+    }
     const engine = new Engine(
       gpu, info, arch, config, weights, tokenizer, eosIds, kv, slots, acts, invBuf, rt.mscale, contextWindow, maxBatch,
-      prefillChunk, soloPrefillChunk,
+      prefillChunk, soloPrefillChunk, grammar, grammarUnavailable,
     );
     if (opts.warmup !== false) await engine.warmup();
     return engine;
@@ -201,6 +225,8 @@ export class Engine {
   async warmup(): Promise<void> {
     const pre = await this.plan({ decode: 0, segments: [{ row0: 0, len: 1, final: true }], logits: "sampled" });
     const dec = await this.plan({ decode: 1, segments: [], logits: "sampled" });
+    // Compiles the grammar kernels too (the plan is built, not run: its kernels are the decode plan's + two).
+    if (this.grammar) await this.plan({ decode: 1, segments: [], logits: "sampled", grammar: true });
     const slot = this.slots.acquire();
     if (slot === null) return;
     const pages: number[] = [];
@@ -234,7 +260,7 @@ export class Engine {
     p = (async () => {
       const g = new StepGraph({
         gpu: this.gpu, dims: this.config.dims, acts: this.acts, kv: this.kv, slots: this.slots,
-        invFreq: this.invFreq, mscale: this.mscale,
+        invFreq: this.invFreq, mscale: this.mscale, grammar: this.grammar,
       }, layout);
       await this.arch.forward(g, this.weights, this.config);
       return g.finish();

@@ -3,6 +3,7 @@
  * streams text from or awaits.
  * @module
  */
+import type { ByteDfa } from "../grammar/dfa.ts";
 import type { SamplingParams } from "./slots.ts";
 
 export interface GenerateRequest {
@@ -13,6 +14,11 @@ export interface GenerateRequest {
   sampling?: SamplingParams;
   stop?: string[];
   signal?: AbortSignal;
+  /**
+   * Constrains the output to this automaton's language (masked on the GPU every step): the output ends at
+   * an accepting state, by EOS or within max tokens when the automaton's dist[0] ≤ maxTokens.
+   */
+  grammar?: ByteDfa;
 }
 
 export type FinishReason = "stop" | "length" | "cancelled" | "error";

@@ -94,6 +94,7 @@ export class Scheduler {
     if (req.prompt.some((t) => !Number.isInteger(t) || t < 0 || t >= vocab)) {
       throw new ValidationError(`prompt token ids must be integers in [0, ${vocab})`, "prompt");
     }
+    if (req.grammar) this.#checkGrammar(req.grammar);
     const id = this.#nextId++;
     const gen = new Generation(id);
     const seq = new Seq(id, req, gen);
@@ -103,6 +104,16 @@ export class Scheduler {
     this.#emit({ type: "start", id, promptTokens: req.prompt.length });
     this.#kick();
     return gen;
+  }
+
+  /** A grammar needs the engine's token bytes, an EOS id to end on, and an automaton that fits a slot. */
+  #checkGrammar(dfa: NonNullable<GenerateRequest["grammar"]>): void {
+    const g = this.engine.grammar;
+    const no = (why: string) => new ValidationError(`this engine cannot constrain output: ${why}`, "grammar");
+    if (!g) throw no(this.engine.grammarUnavailable ?? "no grammar tables");
+    // At an accepting state the mask may allow only EOS.
+    if (!this.engine.eosIds.length) throw no("the model has no EOS id (config eos_token_id)");
+    g.validate(dfa);
   }
 
   /** Stops accepting work once idle. */
@@ -189,6 +200,8 @@ export class Scheduler {
       s.slot = slots.acquire()!;
       s.limit = s.req.prompt.length + s.req.maxTokens - 1;
       slots.start(s.slot, s.req.prompt, s.limit, s.req.sampling ?? GREEDY);
+      if (s.req.grammar) this.engine.grammar!.start(s.slot, s.req.grammar);
+      else this.engine.grammar?.clear(s.slot);
       s.phase = "prefill";
       this.#active.push(s);
     }
@@ -236,6 +249,9 @@ export class Scheduler {
     } else {
       layout = { decode: D, segments: [], logits: "sampled" };
     }
+    // Mask and advance only in steps where a constrained sequence gets logits (plans unchanged otherwise).
+    const constrained = decoding.some((s) => s.req.grammar) || (pre?.req.grammar && layout.segments[0].final);
+    if (constrained) layout.grammar = true;
     const plan = await eng.plan(layout);
     eng.writeRows(new Uint32Array(rows));
 

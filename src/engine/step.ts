@@ -8,6 +8,7 @@
  */
 import type { Dispatch } from "../gpu/kernel.ts";
 import { ParamArena } from "../gpu/kernel.ts";
+import { ShapeError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
 import type { LinearGroup } from "../loader/weights.ts";
 import { attentionDecode, attentionPrefill } from "../ops/attention.ts";
@@ -18,6 +19,7 @@ import type { Linear } from "../ops/linear.ts";
 import { canSwiGLU, matmul } from "../ops/matmul.ts";
 import { rmsNorm } from "../ops/norm.ts";
 import { rope } from "../ops/rope.ts";
+import { grammarAdvance, type GrammarBuffers, grammarMask } from "../ops/grammar.ts";
 import { sample, stepBegin } from "../ops/sample.ts";
 import type { Activations, Dims } from "./resources.ts";
 import type { KvPool } from "./kv_pool.ts";
@@ -35,10 +37,16 @@ export interface StepLayout {
   segments: Segment[];
   /** "sampled": logits for decode rows and final-segment ends, then sampling; "all": every row, no sampling. */
   logits: "sampled" | "all";
+  /**
+   * Some row's sequence is constrained: grammar mask before sampling, grammar advance after ("sampled"
+   * only). Absent or false: the step is exactly the unconstrained one.
+   */
+  grammar?: boolean;
 }
 
 export function layoutKey(l: StepLayout): string {
-  return `d${l.decode}|${l.segments.map((s) => `${s.len}${s.final ? "f" : ""}`).join(",")}|${l.logits}`;
+  const g = l.grammar ? "|g" : "";
+  return `d${l.decode}|${l.segments.map((s) => `${s.len}${s.final ? "f" : ""}`).join(",")}|${l.logits}${g}`;
 }
 
 export function layoutRows(l: StepLayout): number {
@@ -76,6 +84,8 @@ export interface StepResources {
   slots: Slots;
   invFreq: GPUBuffer;
   mscale: number;
+  /** Grammar tables (engines whose model has a tokenizer); layouts with `grammar` need them. */
+  grammar?: GrammarBuffers | null;
 }
 
 type ActName = "xn" | "qkv" | "q" | "attn" | "gu" | "h";
@@ -202,7 +212,10 @@ export class StepGraph {
     await siluMul(this.ctx, { gu: this.res.acts.gu, h: this.res.acts.h, R: this.R, I: this.res.dims.intermediate });
   }
 
-  /** Final norm on the rows that need logits, the LM head, and (layout "sampled") sampling. */
+  /**
+   * Final norm on the rows that need logits, the LM head, and (layout "sampled") sampling; with `grammar`,
+   * the grammar mask before sampling and the automaton advance after it.
+   */
   async logits(norm: GPUBuffer, head: LinearGroup): Promise<void> {
     const L = this.lrows.length;
     if (L === 0) return;
@@ -217,9 +230,12 @@ export class StepGraph {
       await matmul(this.ctx, { x: acts.xl, w: p.w, y: acts.logits, M: L, out: "f32", mode, ldy: head.N, nOff: p.nOff, f32x: true });
     }
     if (this.layout.logits === "sampled") {
-      await sample(this.ctx, {
-        logits: acts.logits, lrows: this.lrowsBuffer(), rows: acts.rows, L, V: head.N, s: this.res.slots,
-      });
+      const g = this.layout.grammar ? this.res.grammar : null;
+      if (this.layout.grammar && !g) throw new ShapeError("a grammar layout, but no grammar tables");
+      const common = { lrows: this.lrowsBuffer(), rows: acts.rows, L, s: this.res.slots };
+      if (g) await grammarMask(this.ctx, { ...common, logits: acts.logits, V: head.N, g });
+      await sample(this.ctx, { ...common, logits: acts.logits, V: head.N });
+      if (g) await grammarAdvance(this.ctx, { ...common, g });
     }
   }
 

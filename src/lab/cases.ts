@@ -17,6 +17,7 @@ import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts"
 import { addCase, siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
+import { grammarAdvanceCase, grammarMaskCase } from "./cases/grammar.ts";
 import { matmulSplitKCase, matmulTiledCase, matmulTiledX8Case, matmulVecCase } from "./cases/matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
 import { ropeCase } from "./cases/rope.ts";
@@ -39,6 +40,8 @@ export const CASES: readonly KernelCase[] = [
   addCase,
   sampleCase,
   stepBeginCase,
+  grammarMaskCase,
+  grammarAdvanceCase,
   fillCase,
 ];
 

@@ -23,9 +23,18 @@ export class Tokenizer {
   readonly #config: Record<string, any>;
   /** Ids of added special tokens (never shown in streamed text). */
   readonly specialIds: Set<number>;
+  /** The parsed tokenizer.json (read-only; grammar/token_bytes.ts derives each token's bytes from it). */
+  readonly json: Readonly<Record<string, any>>;
 
-  private constructor(tok: HfTokenizer, config: Record<string, any>, templateSource: string | null, file: string) {
+  private constructor(
+    tok: HfTokenizer,
+    json: Record<string, any>,
+    config: Record<string, any>,
+    templateSource: string | null,
+    file: string,
+  ) {
     this.#tok = tok;
+    this.json = json;
     this.#config = config;
     try {
       this.#template = templateSource ? new Template(templateSource) : null;
@@ -67,7 +76,7 @@ export class Tokenizer {
     } catch (e) {
       throw new LoaderError(`${source.name}/tokenizer.json`, "model", `cannot build the tokenizer (${(e as Error).message})`);
     }
-    return new Tokenizer(tok, tc, template, `${source.name}/tokenizer_config.json`);
+    return new Tokenizer(tok, tj, tc, template, `${source.name}/tokenizer_config.json`);
   }
 
   get hasChatTemplate(): boolean {

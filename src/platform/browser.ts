@@ -1,6 +1,7 @@
 /**
  * Browser-only pieces: model folders as `File`/`Blob` objects (directory picker, `<input webkitdirectory>`,
- * drag and drop) and the IndexedDB model cache (idb-keyval), so a reload does not ask for the folder again.
+ * drag and drop), the check that a folder has what the playground needs, and the IndexedDB model cache
+ * (idb-keyval) with persistent storage, so a reload does not ask for the folder again.
  * Imported by web/, never by the server or the CLI.
  * @module
  */
@@ -119,6 +120,40 @@ export async function sourceFromDrop(dt: DataTransfer): Promise<BlobModelSource 
   return new BlobModelSource(entry.name, files);
 }
 
+/**
+ * Checks, before any weight is read, that a folder has what chatting needs: config.json, tokenizer.json and
+ * its safetensors (every shard its index names). Throws a LoaderError naming the first missing file and
+ * listing the others, so a folder is refused at load time rather than at the first message.
+ */
+export async function checkModelFolder(src: ModelSource): Promise<void> {
+  const files = new Set(await src.list());
+  const missing: string[] = [];
+  let why = "";
+  if (!files.has("config.json")) missing.push("config.json");
+  if (!files.has("tokenizer.json")) {
+    missing.push("tokenizer.json");
+    if (missing.length === 1) why = " (the playground needs the tokenizer to turn messages into tokens)";
+  }
+  if (files.has("model.safetensors.index.json")) {
+    missing.push(...(await indexShards(src)).filter((f) => !files.has(f)));
+  } else if (![...files].some((f) => f.endsWith(".safetensors"))) {
+    missing.push("*.safetensors");
+  }
+  if (!missing.length) return;
+  const others = missing.length > 1 ? `; also missing: ${missing.slice(1).join(", ")}` : "";
+  throw new LoaderError(`${src.name}/${missing[0]}`, null, `file not found${why}${others}`);
+}
+
+/** Shard names of model.safetensors.index.json; an unreadable index is left for the loader to report. */
+async function indexShards(src: ModelSource): Promise<string[]> {
+  try {
+    const map = JSON.parse(await src.readText("model.safetensors.index.json"))?.weight_map ?? {};
+    return [...new Set(Object.values(map).filter((v): v is string => typeof v === "string"))].sort();
+  } catch {
+    return [];
+  }
+}
+
 // ---- IndexedDB cache -------------------------------------------------------------------------------------
 
 /** What the cache lists: one entry per saved model folder. */
@@ -138,10 +173,11 @@ const db = () => (store ??= createStore("flint", "models"));
 
 /**
  * Saves a model folder. Browsers copy stored blobs into their own storage, so the cached model survives the
- * original files moving. Asks for persistent storage first so the browser does not evict gigabytes silently.
+ * original files moving. Asks for persistent storage first so the browser does not evict gigabytes silently;
+ * returns whether it was granted (false where the browser refused or has no Storage API).
  */
-export async function cacheModel(src: BlobModelSource): Promise<void> {
-  await (navigator.storage as any)?.persist?.().catch(() => false);
+export async function cacheModel(src: BlobModelSource): Promise<{ persisted: boolean }> {
+  const persisted = await requestPersistentStorage();
   const blobs: Record<string, Blob> = {};
   for (const [n, b] of src.files) blobs[n] = b;
   const rec: CacheRecord = { name: src.name, bytes: src.bytes, files: src.files.size, savedAt: Date.now(), blobs };
@@ -152,6 +188,28 @@ export async function cacheModel(src: BlobModelSource): Promise<void> {
     const free = quota?.quota && quota.usage !== undefined ? `; ${formatBytes(quota.quota - quota.usage)} free` : "";
     throw new LoaderError(src.name, null, `could not cache the model in this browser (${(e as Error).message}${free})`);
   }
+  return { persisted };
+}
+
+/** `navigator.storage.persist()`: true when this origin's storage will not be evicted under pressure. */
+export async function requestPersistentStorage(): Promise<boolean> {
+  const storage = globalThis.navigator?.storage;
+  if (!storage?.persist) return false;
+  return await storage.persist().catch(() => false);
+}
+
+/** Whether storage is persistent, and this origin's usage and quota in bytes (null where unknown). */
+export interface StorageStatus {
+  persisted: boolean | null;
+  usage: number | null;
+  quota: number | null;
+}
+
+export async function storageStatus(): Promise<StorageStatus> {
+  const storage = globalThis.navigator?.storage;
+  const persisted = storage?.persisted ? await storage.persisted().catch(() => null) : null;
+  const est = storage?.estimate ? await storage.estimate().catch(() => null) : null;
+  return { persisted, usage: est?.usage ?? null, quota: est?.quota ?? null };
 }
 
 /** Saved models, largest first. */

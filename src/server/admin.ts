@@ -18,15 +18,15 @@ export function adminRoutes(ctx: ServerCtx): Hono {
     if (!ctx.config.resolveModel) {
       throw new PermissionError("model loading is disabled on this server (no models directory)");
     }
-    const source = await ctx.config.resolveModel(name);
+    const dir = await ctx.config.resolveModel(name);
     const previous = ctx.host.served.name;
     const t0 = performance.now();
-    const next = await ctx.host.swap(source, contextWindow);
+    const next = await ctx.host.swap(dir, contextWindow);
     return c.json({
       status: "ok",
       model: next.name,
       previous,
-      context_window: next.engine.contextWindow,
+      context_window: next.info.contextWindow,
       load_ms: Math.round(performance.now() - t0),
     });
   });

@@ -9,8 +9,7 @@ import { readMessagesRequest, readPromptSpec } from "./anthropic_request.ts";
 import { messageBody, MessageEvents } from "./anthropic_wire.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
 import { asFlintError, errorBody } from "./errors.ts";
-import { Job, randomId } from "./job.ts";
-import { renderChat } from "./prompt.ts";
+import { Job, randomId, renderPrompt } from "./job.ts";
 import { sseResponse, type SseSink } from "./sse.ts";
 import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
@@ -26,7 +25,7 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
     withRequest(ctx, c.req.raw, async ({ body, served, abort, hold }) => {
       const req = readMessagesRequest(new Fields(body));
       checkModel(ctx, served, req.model);
-      const prompt = renderChat(served.tokenizer, req.spec);
+      const prompt = await renderPrompt(served, req.spec);
       const job = new Job(served, {
         prompt,
         maxTokens: req.maxTokens,
@@ -59,15 +58,22 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
         } finally {
           release();
         }
-      }, { abort, onError: streamError, ping: (s) => s.send({ type: "ping" }, "ping"), headers });
+      }, {
+        abort,
+        onError: streamError,
+        ping: (s) => s.send({ type: "ping" }, "ping"),
+        keepAliveMs: ctx.config.keepAliveMs,
+        headers,
+      });
     }));
 
   app.post("/v1/messages/count_tokens", (c) =>
-    withRequest(ctx, c.req.raw, ({ body, served }) => {
+    withRequest(ctx, c.req.raw, async ({ body, served }) => {
       const f = new Fields(body);
       checkModel(ctx, served, f.string("model", { nonEmpty: true }));
-      const prompt = renderChat(served.tokenizer, readPromptSpec(f));
-      return Promise.resolve(c.json({ input_tokens: prompt.ids.length }));
+      // Counted however long (in the prompt worker): agents ask precisely to learn that it is too long.
+      const prompt = await served.prompts.render(readPromptSpec(f), { grammar: false });
+      return c.json({ input_tokens: prompt.ids.length });
     }));
 
   return app;

@@ -48,7 +48,12 @@ function readTurns(messages: unknown[]): Turn[] {
   const turns: Turn[] = [];
   messages.forEach((m, i) => {
     const mf = Fields.of(m, `messages[${i}]`);
-    const role = mf.oneOf("role", ["user", "assistant"] as const);
+    // Claude Code sends system messages mid-conversation (its reminders); they stay where they are.
+    const role = mf.oneOf("role", ["user", "assistant", "system"] as const);
+    if (role === "system") {
+      turns.push({ role, content: textOf(mf, "content") });
+      return;
+    }
     const v = mf.raw("content");
     if (typeof v === "string") {
       turns.push({ role, content: v });
@@ -153,11 +158,14 @@ export function readMessagesRequest(f: Fields): MessagesParams {
   if (!f.has("max_tokens")) throw new ValidationError("max_tokens is required", "max_tokens");
   const maxTokens = f.number("max_tokens", { integer: true, min: 1 });
   const spec = readPromptSpec(f);
-  if (f.optObject("output_config")?.has("format")) {
-    throw new ValidationError(
-      "output_config.format (structured output) is not supported yet",
-      "output_config.format",
-    );
+  // Structured output: the reply is JSON of the schema (decoding is constrained to it).
+  const format = f.optObject("output_config")?.optObject("format");
+  if (format) {
+    format.oneOf("type", ["json_schema"] as const);
+    spec.responseFormat = {
+      type: "json_schema",
+      schema: readSchema(format, "schema", true, { objectRoot: false }),
+    };
   }
   return {
     model,

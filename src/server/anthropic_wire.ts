@@ -4,8 +4,9 @@
  * message_stop). Both come from the same pieces, so a stream assembles to the non-streamed message.
  * @module
  */
+import { closeJson } from "./json_scan.ts";
 import type { Finish } from "./openai_wire.ts";
-import type { ToolPiece } from "./tools.ts";
+import { assembleCalls, type ToolPiece } from "./tools.ts";
 
 export interface MessageMeta {
   id: string;
@@ -34,11 +35,20 @@ function usage(input: number, output: number) {
   };
 }
 
+/**
+ * A tool_use block's input: the arguments' object; arguments cut short are closed as the SDK's partial
+ * JSON parser reads a stream (json_scan.ts), and {} when nothing of them holds together.
+ */
+export function callInput(args: string): Record<string, unknown> {
+  const v = closeJson(args);
+  return v && typeof v === "object" && !Array.isArray(v) ? v as Record<string, unknown> : {};
+}
+
 /** The non-streamed message. Text pieces between calls merge into one text block. */
 export function messageBody(meta: MessageMeta, pieces: ToolPiece[], r: Finish): Record<string, unknown> {
   const content: Block[] = [];
   let calls = 0;
-  for (const p of pieces) {
+  for (const p of assembleCalls(pieces)) {
     const last = content[content.length - 1];
     if (p.type === "call") {
       calls++;
@@ -46,7 +56,7 @@ export function messageBody(meta: MessageMeta, pieces: ToolPiece[], r: Finish): 
         type: "tool_use",
         id: meta.callId(),
         name: p.call.name,
-        input: JSON.parse(p.call.arguments),
+        input: callInput(p.call.arguments),
       });
     } else if (last?.type === "text") last.text += p.text;
     else content.push({ type: "text", text: p.text });
@@ -62,7 +72,10 @@ export function messageBody(meta: MessageMeta, pieces: ToolPiece[], r: Finish): 
   };
 }
 
-/** The stream's events, piece by piece. A text block stays open across text pieces; a call is one block. */
+/**
+ * The stream's events, piece by piece. A text block stays open across text pieces; a call is one block
+ * whose input arrives as input_json_delta events while the model writes it.
+ */
 export class MessageEvents {
   #index = -1;
   #textOpen = false;
@@ -109,22 +122,21 @@ export class MessageEvents {
       }]);
       return out;
     }
-    this.#closeText(out);
-    this.#calls++;
-    const index = ++this.#index;
-    out.push(
-      ["content_block_start", {
+    if (p.type === "call_start") {
+      this.#closeText(out);
+      this.#calls++;
+      out.push(["content_block_start", {
         type: "content_block_start",
-        index,
-        content_block: { type: "tool_use", id: this.meta.callId(), name: p.call.name, input: {} },
-      }],
-      ["content_block_delta", {
+        index: ++this.#index,
+        content_block: { type: "tool_use", id: this.meta.callId(), name: p.name, input: {} },
+      }]);
+    } else if (p.type === "call_args") {
+      out.push(["content_block_delta", {
         type: "content_block_delta",
-        index,
-        delta: { type: "input_json_delta", partial_json: p.call.arguments },
-      }],
-      ["content_block_stop", { type: "content_block_stop", index }],
-    );
+        index: this.#index,
+        delta: { type: "input_json_delta", partial_json: p.delta },
+      }]);
+    } else out.push(["content_block_stop", { type: "content_block_stop", index: this.#index }]);
     return out;
   }
 

@@ -1,11 +1,13 @@
 /**
- * The Hono app: API key check, per-route request metrics, the OpenAI and Anthropic routes, health, metrics,
+ * The Hono app: request-size limits, CORS (when configured), the API key check on the API routes,
+ * per-route request metrics, the OpenAI and Anthropic routes, health, metrics,
  * events, admin, and the web playground if `web_routes.ts` is there. Every error, thrown anywhere below,
  * becomes a response in one place: `onError` → errors.ts.
  * @module
  */
 import { Hono } from "hono";
-import { AuthenticationError, NotFoundError } from "../errors.ts";
+import { cors } from "hono/cors";
+import { AuthenticationError, HeadersTooLargeError, NotFoundError, UriTooLongError } from "../errors.ts";
 import { adminRoutes } from "./admin.ts";
 import { anthropicRoutes } from "./anthropic.ts";
 import type { ServerConfig, ServerCtx } from "./context.ts";
@@ -14,10 +16,20 @@ import { eventsResponse } from "./events.ts";
 import type { ModelHost } from "./host.ts";
 import { Metrics } from "./metrics.ts";
 import { openaiRoutes } from "./openai.ts";
+import { ProgressFeed } from "./progress.ts";
+import { responsesRoutes } from "./responses.ts";
+
+/**
+ * Below the runtime's own limit (~64 KiB for the whole request head, answered with an empty 400), so a
+ * client that goes over ours learns why.
+ */
+const MAX_URL_BYTES = 8 * 1024;
+const MAX_HEADER_BYTES = 32 * 1024;
 
 const ROUTES = new Set([
   "/v1/chat/completions",
   "/v1/completions",
+  "/v1/responses",
   "/v1/models",
   "/v1/messages",
   "/v1/messages/count_tokens",
@@ -36,6 +48,11 @@ function sameKey(a: string, b: string): boolean {
   return d === 0;
 }
 
+/** Routes that need the API key: the APIs. The pages (/, /lab, their files) ask for the key themselves. */
+function needsKey(path: string): boolean {
+  return /^\/(v1|metrics|events|admin)(\/|$)/.test(path);
+}
+
 function presentedKey(req: Request): string | null {
   const auth = req.headers.get("authorization");
   if (auth?.toLowerCase().startsWith("bearer ")) return auth.slice(7).trim();
@@ -43,22 +60,21 @@ function presentedKey(req: Request): string | null {
 }
 
 export function healthBody(host: ModelHost): Record<string, unknown> {
-  const { engine, scheduler, name } = host.served;
-  const kv = engine.kv;
+  const { info, stats, name } = host.served;
   return {
     status: host.swapping ? "loading" : "ok",
     model: name,
-    context_window: engine.contextWindow,
-    adapter: engine.gpu.info.adapter,
+    context_window: info.contextWindow,
+    adapter: info.adapter,
     kv: {
-      used_pages: kv.usedPages,
-      free_pages: kv.freePages,
-      total_pages: kv.usedPages + kv.freePages,
-      bytes_per_page: kv.bytesPerPage,
-      used_bytes: kv.usedPages * kv.bytesPerPage,
+      used_pages: stats.usedPages,
+      free_pages: stats.freePages,
+      total_pages: stats.usedPages + stats.freePages,
+      bytes_per_page: info.kvPageBytes,
+      used_bytes: stats.usedPages * info.kvPageBytes,
     },
-    queue_depth: scheduler.queued,
-    running: scheduler.running,
+    queue_depth: stats.queued,
+    running: stats.running,
     in_flight: host.inFlight,
     // Share of prefill done by the CPU; null until CPU co-prefill exists.
     cpu_split: null,
@@ -69,7 +85,7 @@ export async function createApp(
   host: ModelHost,
   config: ServerConfig,
 ): Promise<{ app: Hono; ctx: ServerCtx }> {
-  const ctx: ServerCtx = { host, metrics: new Metrics(), config };
+  const ctx: ServerCtx = { host, metrics: new Metrics(), config, progress: new ProgressFeed(host) };
   const app = new Hono();
 
   app.onError((err, c) => errorResponse(err, c.req.path));
@@ -79,11 +95,40 @@ export async function createApp(
 
   app.use("*", async (c, next) => {
     await next();
-    ctx.metrics.request(ROUTES.has(c.req.path) ? c.req.path : "other", c.res.status);
+    const route = ROUTES.has(c.req.path)
+      ? c.req.path
+      : c.req.path.startsWith("/v1/models/")
+      ? "/v1/models/:id"
+      : "other";
+    ctx.metrics.request(route, c.res.status);
   });
 
   app.use("*", async (c, next) => {
-    if (config.apiKey && c.req.path !== "/health") {
+    if (c.req.url.length > MAX_URL_BYTES) {
+      throw new UriTooLongError(`the URL is ${c.req.url.length} bytes; at most ${MAX_URL_BYTES}`);
+    }
+    let bytes = 0;
+    c.req.raw.headers.forEach((v, k) => (bytes += k.length + v.length + 4));
+    if (bytes > MAX_HEADER_BYTES) {
+      throw new HeadersTooLargeError(`the request headers are ${bytes} bytes; at most ${MAX_HEADER_BYTES}`);
+    }
+    await next();
+  });
+
+  if (config.cors?.length) {
+    app.use(
+      "*",
+      cors({
+        origin: config.cors.includes("*") ? "*" : config.cors,
+        allowHeaders: ["authorization", "content-type", "x-api-key", "anthropic-version", "anthropic-beta"],
+        exposeHeaders: ["flint-sequence-id"],
+        maxAge: 600,
+      }),
+    );
+  }
+
+  app.use("*", async (c, next) => {
+    if (config.apiKey && needsKey(c.req.path)) {
       const key = presentedKey(c.req.raw);
       if (key === null) {
         throw new AuthenticationError("missing API key: send Authorization: Bearer KEY or x-api-key: KEY");
@@ -101,6 +146,7 @@ export async function createApp(
   );
   app.get("/events", (c) => eventsResponse(ctx, c.req.raw));
   app.route("/", openaiRoutes(ctx));
+  app.route("/", responsesRoutes(ctx));
   app.route("/", anthropicRoutes(ctx));
   app.route("/", adminRoutes(ctx));
 

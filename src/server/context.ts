@@ -4,9 +4,9 @@
  * @module
  */
 import { NotFoundError } from "../errors.ts";
-import type { ModelSource } from "../platform/mod.ts";
 import type { ModelHost, Served } from "./host.ts";
 import type { Metrics } from "./metrics.ts";
+import type { ProgressFeed } from "./progress.ts";
 import { readJsonBody } from "./validate.ts";
 
 export interface ServerConfig {
@@ -14,16 +14,23 @@ export interface ServerConfig {
   apiKey?: string;
   /** Request bodies above this many bytes get 413. */
   maxBodyBytes: number;
-  /** Other names accepted in `model` (a `*` matches anything), e.g. "claude-*" for Claude Code. */
+  /** A stream with nothing to send (a long prefill) sends a ping this often (default 10 s). */
+  keepAliveMs?: number;
+  /** Other names accepted in `model` (a `*` matches anything); only consulted with `strictModelName`. */
   aliases: string[];
-  /** Resolves a name from /admin/load inside the models directory (throws NotFound/Permission errors). */
-  resolveModel?: (name: string) => Promise<ModelSource>;
+  /** Refuse a `model` that is not the served name or an alias (default: any name, as llama-server). */
+  strictModelName?: boolean;
+  /** Origins allowed to call the API from a browser (CORS); none by default. */
+  cors?: string[];
+  /** Resolves a name from /admin/load to a folder in the models directory (NotFound/Permission errors). */
+  resolveModel?: (name: string) => Promise<string>;
 }
 
 export interface ServerCtx {
   host: ModelHost;
   metrics: Metrics;
   config: ServerConfig;
+  progress: ProgressFeed;
 }
 
 function globMatch(pattern: string, s: string): boolean {
@@ -33,8 +40,12 @@ function globMatch(pattern: string, s: string): boolean {
   return re.test(s);
 }
 
-/** The `model` a client asked for must be the served one (by folder name) or match an alias. */
+/**
+ * Any `model` name is served by the one model (responses carry its own name), unless the server runs with
+ * --strict-model-name: then it must be the served one (by folder name) or match an alias.
+ */
 export function checkModel(ctx: ServerCtx, served: Served, requested: string): void {
+  if (!ctx.config.strictModelName) return;
   if (requested === served.name || ctx.config.aliases.some((a) => globMatch(a, requested))) return;
   throw new NotFoundError(
     `model "${requested}" is not served here; this server serves "${served.name}"` +

@@ -39,6 +39,8 @@ const ANTHROPIC_TYPES: Record<number, string> = {
   404: "not_found_error",
   409: "invalid_request_error",
   413: "request_too_large",
+  414: "invalid_request_error",
+  431: "request_too_large",
   429: "rate_limit_error",
   503: "overloaded_error",
 };
@@ -50,12 +52,34 @@ function openaiType(status: number): string {
   return status < 500 ? "invalid_request_error" : "server_error";
 }
 
+/**
+ * An overflow in the words OpenAI-style clients match (Codex reads the code, pi and opencode the text);
+ * one that compacting cannot fix avoids all of them, or opencode would compact and resend forever.
+ */
+function openaiOverflow(e: ContextWindowError): string {
+  const n = `${e.lowerBound ? "at least " : ""}${e.promptTokens}`;
+  if (e.compactable) {
+    return `Your input exceeds the context window of this model (${n} tokens > ${
+      e.contextWindow - 1
+    } maximum; ` +
+      `the window is ${e.contextWindow} tokens, one of them for the reply).`;
+  }
+  return `flint cannot answer: the system prompt, the tools and the last message alone take ${n} ` +
+    `tokens, and this server's window is ${e.contextWindow}. Start it with a larger --context-window, ` +
+    `or send fewer tools.`;
+}
+
 /** The error body in the client's API shape. */
 export function errorBody(e: FlintError, flavor: Flavor): Record<string, unknown> {
   if (flavor === "anthropic") {
     return { type: "error", error: { type: ANTHROPIC_TYPES[e.status] ?? "api_error", message: e.message } };
   }
-  const param = e instanceof ValidationError ? e.param : e instanceof ContextWindowError ? "messages" : null;
+  if (e instanceof ContextWindowError) {
+    return {
+      error: { message: openaiOverflow(e), type: "invalid_request_error", param: "messages", code: e.code },
+    };
+  }
+  const param = e instanceof ValidationError ? e.param : null;
   return { error: { message: e.message, type: openaiType(e.status), param, code: e.code } };
 }
 

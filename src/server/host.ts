@@ -1,29 +1,23 @@
 /**
- * The served model: one Engine and the one Scheduler that owns its GPU. Requests hold a lease while they
- * run; a model swap closes the gate, waits for the leases to drain, loads the new model next to the old one,
- * and only then lets the old one go, so a failed load leaves the old model serving.
+ * The served model: a model worker (engine and scheduler, which own the GPU) and a prompt worker (template,
+ * tokenizer, grammars), both reached by messages so the HTTP thread never blocks. Requests hold a lease
+ * while they run; a model swap closes the gate, waits for the leases to drain, loads the new model next to
+ * the old one, and only then lets the old one go, so a failed load leaves the old model serving.
  * @module
  */
-import { Engine, type EngineOptions } from "../engine/engine.ts";
-import { Scheduler, type SchedulerEvent } from "../engine/scheduler.ts";
-import { ConflictError, ValidationError } from "../errors.ts";
-import type { Tokenizer } from "../loader/tokenizer.ts";
-import type { ModelSource } from "../platform/mod.ts";
-
-export interface HostOptions {
-  /** Engine options for every load (max batch, prefill chunk, context window, …). */
-  engine: EngineOptions;
-  stepsPerSubmit?: number;
-}
+import type { SchedulerEvent } from "../engine/scheduler.ts";
+import { ConflictError } from "../errors.ts";
+import { ModelClient, PromptClient } from "./model_client.ts";
+import type { ModelInfo, ModelLoadOptions, ModelStats } from "./worker_protocol.ts";
 
 export interface Served {
-  engine: Engine;
-  scheduler: Scheduler;
-  tokenizer: Tokenizer;
   /** The name clients use in `model` (the folder name). */
   name: string;
-  /** The context window was capped below the model's maximum by the KV memory budget. */
-  capped: boolean;
+  info: ModelInfo;
+  model: ModelClient;
+  prompts: PromptClient;
+  /** The latest pool and queue figures. */
+  readonly stats: ModelStats;
 }
 
 export type HostEvent = SchedulerEvent | { type: "model"; model: string; context_window: number };
@@ -36,27 +30,32 @@ export class ModelHost {
   #gate: Promise<void> | null = null;
   #swapping = false;
 
-  private constructor(served: Served, readonly opts: HostOptions) {
+  private constructor(served: Served, readonly opts: Omit<ModelLoadOptions, "dir">) {
     this.#served = served;
     this.#attach(served);
   }
 
-  static async open(source: ModelSource, opts: HostOptions): Promise<ModelHost> {
-    return new ModelHost(await ModelHost.#load(source, opts, opts.engine.contextWindow), opts);
+  static async open(dir: string, opts: Omit<ModelLoadOptions, "dir">): Promise<ModelHost> {
+    return new ModelHost(await ModelHost.#load({ ...opts, dir }), opts);
   }
 
-  static async #load(source: ModelSource, opts: HostOptions, contextWindow?: number): Promise<Served> {
-    const engine = await Engine.load(source, { ...opts.engine, contextWindow });
-    if (!engine.tokenizer) {
-      engine.destroy();
-      throw new ValidationError(`${source.name} has no tokenizer.json; the server needs one`, "model");
+  static async #load(opts: ModelLoadOptions): Promise<Served> {
+    // The tokenizer loads while the weights do; a model that fails either way leaves no worker behind.
+    const [model, prompts] = await Promise.allSettled([ModelClient.open(opts), PromptClient.open(opts.dir)]);
+    if (model.status === "rejected" || prompts.status === "rejected") {
+      if (model.status === "fulfilled") await model.value.close();
+      if (prompts.status === "fulfilled") prompts.value.close();
+      throw model.status === "rejected" ? model.reason : (prompts as PromiseRejectedResult).reason;
     }
+    const m = model.value;
     return {
-      engine,
-      scheduler: new Scheduler(engine, { stepsPerSubmit: opts.stepsPerSubmit }),
-      tokenizer: engine.tokenizer,
-      name: engine.info.name,
-      capped: engine.contextWindow < engine.info.maxPosition,
+      name: m.info.name,
+      info: m.info,
+      model: m,
+      prompts: prompts.value,
+      get stats() {
+        return m.stats;
+      },
     };
   }
 
@@ -85,8 +84,8 @@ export class ModelHost {
     };
   }
 
-  /** Swaps in another model. In-flight requests finish first; a failed load keeps the old model. */
-  async swap(source: ModelSource, contextWindow?: number): Promise<Served> {
+  /** Swaps in another model folder. In-flight requests finish first; a failed load keeps the old model. */
+  async swap(dir: string, contextWindow?: number): Promise<Served> {
     if (this.#swapping) throw new ConflictError("a model swap is already in progress");
     this.#swapping = true;
     let open!: () => void;
@@ -94,13 +93,12 @@ export class ModelHost {
     try {
       if (this.#leases > 0) await new Promise<void>((r) => (this.#drained = r));
       this.#drained = null;
-      const next = await ModelHost.#load(source, this.opts, contextWindow);
+      const next = await ModelHost.#load({ ...this.opts, dir, contextWindow });
       const old = this.#served;
       this.#served = next;
       this.#attach(next);
-      await old.scheduler.close();
-      old.engine.destroy();
-      this.#emit({ type: "model", model: next.name, context_window: next.engine.contextWindow });
+      await ModelHost.#unload(old);
+      this.#emit({ type: "model", model: next.name, context_window: next.info.contextWindow });
       return next;
     } finally {
       this.#swapping = false;
@@ -110,12 +108,16 @@ export class ModelHost {
   }
 
   async close(): Promise<void> {
-    await this.#served.scheduler.close();
-    this.#served.engine.destroy();
+    await ModelHost.#unload(this.#served);
+  }
+
+  static async #unload(s: Served): Promise<void> {
+    s.prompts.close();
+    await s.model.close();
   }
 
   #attach(s: Served): void {
-    s.scheduler.listeners.add((e) => this.#emit(e));
+    s.model.listeners.add((e) => this.#emit(e));
   }
 
   #emit(e: HostEvent): void {

@@ -5,14 +5,15 @@
  */
 import type { GenerationResult } from "../engine/scheduler.ts";
 import type { SamplingParams } from "../engine/slots.ts";
-import { ContextWindowError } from "../errors.ts";
+import { ContextWindowError, ValidationError } from "../errors.ts";
 import type { Served } from "./host.ts";
 import type { Metrics } from "./metrics.ts";
-import type { RenderedPrompt } from "./prompt.ts";
+import { fixedSpec, type PromptSpec, specChars } from "./prompt.ts";
 import { ToolCallParser, type ToolPiece } from "./tools.ts";
+import type { WirePrompt } from "./worker_protocol.ts";
 
 export interface JobSpec {
-  prompt: RenderedPrompt;
+  prompt: WirePrompt;
   /** null: whatever room the context window leaves. */
   maxTokens: number | null;
   sampling: SamplingParams;
@@ -20,13 +21,44 @@ export interface JobSpec {
   signal: AbortSignal;
 }
 
-/** The tokens the request may generate; refuses (never truncates) a prompt that does not fit. */
-export function budget(promptTokens: number, maxTokens: number | null, contextWindow: number): number {
-  const want = maxTokens ?? contextWindow - promptTokens;
-  if (want < 1 || promptTokens + want > contextWindow) {
-    throw new ContextWindowError(promptTokens, maxTokens ?? 1, contextWindow);
+/**
+ * The tokens the request may generate: what it asked for, clamped to the room the window leaves (it then
+ * ends with "length" when the window fills). Only a prompt that leaves no room is refused, never truncated.
+ */
+export function budget(
+  promptTokens: number,
+  maxTokens: number | null,
+  contextWindow: number,
+  fixedTokens = 0,
+): number {
+  const room = contextWindow - promptTokens;
+  if (room < 1) {
+    throw new ContextWindowError(promptTokens, 0, contextWindow, {
+      compactable: fixedTokens < contextWindow,
+    });
   }
-  return want;
+  return Math.min(maxTokens ?? room, room);
+}
+
+/**
+ * Refuses, before any tokenizing, a conversation that cannot fit: no token is longer than the longest
+ * vocabulary entry, so its characters bound its tokens from below (a 30 MB body fails in microseconds).
+ */
+export function checkLength(served: Served, spec: PromptSpec | string): void {
+  const window = served.info.contextWindow;
+  const atLeast = (s: PromptSpec | string) =>
+    Math.ceil((typeof s === "string" ? s.length : specChars(s)) / served.prompts.info.maxTokenChars);
+  const n = atLeast(spec);
+  if (n >= window) {
+    const compactable = typeof spec !== "string" && atLeast(fixedSpec(spec)) < window;
+    throw new ContextWindowError(n, 0, window, { lowerBound: true, compactable });
+  }
+}
+
+/** Renders and tokenizes a conversation in the prompt worker, after the cheap length check. */
+export function renderPrompt(served: Served, spec: PromptSpec): Promise<WirePrompt> {
+  checkLength(served, spec);
+  return served.prompts.render(spec, { window: served.info.contextWindow });
 }
 
 export class Job {
@@ -38,14 +70,24 @@ export class Job {
 
   constructor(served: Served, readonly spec: JobSpec, metrics: Metrics) {
     const ids = spec.prompt.ids;
-    const maxTokens = budget(ids.length, spec.maxTokens, served.engine.contextWindow);
-    this.#gen = served.scheduler.submit({
+    const maxTokens = budget(ids.length, spec.maxTokens, served.info.contextWindow, spec.prompt.fixedTokens);
+    const grammar = spec.prompt.grammar;
+    // Constrained output can always be finished within dist[0] + 1 tokens (the last for EOS), not fewer.
+    if (grammar && maxTokens < grammar.dist[0] + 1) {
+      throw new ValidationError(
+        `max_tokens ${maxTokens} is too small for the required output (a forced tool call or JSON): ` +
+          `it needs ` +
+          `at least ${grammar.dist[0] + 1}`,
+        "max_tokens",
+      );
+    }
+    this.#gen = served.model.submit({
       prompt: ids,
       maxTokens,
       sampling: spec.sampling,
       stop: spec.stop,
-      signal: spec.signal,
-    });
+      ...(spec.prompt.grammar ? { grammar: spec.prompt.grammar } : {}),
+    }, spec.signal);
     this.id = this.#gen.id;
     this.promptTokens = ids.length;
     this.#metrics = metrics;
@@ -68,6 +110,14 @@ export class Job {
   async result(): Promise<GenerationResult> {
     const r = await this.#gen.result;
     this.#metrics.generation(r);
+    // One line per request, as local servers print: what an agent's turn cost.
+    console.log(
+      `[flint] #${this.id} ${r.finishReason}: prompt ${r.promptTokens} tokens, ${r.completionTokens} new` +
+        (r.ttftMs
+          ? `, first token ${(r.ttftMs / 1000).toFixed(2)} s (${Math.round(r.prefillTps)} tok/s)`
+          : "") +
+        (r.decodeTps ? `, ${Math.round(r.decodeTps)} tok/s decode` : ""),
+    );
     if (r.finishReason === "error") throw r.error ?? new Error("generation failed");
     return r;
   }

@@ -109,9 +109,8 @@ export class Metrics {
   }
 
   render(host: ModelHost): string {
-    const { engine, scheduler, name } = host.served;
-    const kv = engine.kv;
-    const mem = engine.gpu.memory.snapshot();
+    const { info, stats, name } = host.served;
+    const mem = stats.memory;
     const m = { model: name };
     return [
       this.requests.render(),
@@ -121,15 +120,15 @@ export class Metrics {
       this.ttft.render(),
       this.prefill.render(),
       this.decode.render(),
-      gauge("flint_kv_pages_used", "KV cache pages in use.", [[m, kv.usedPages]]),
-      gauge("flint_kv_pages_total", "KV cache pages in the pool.", [[m, kv.usedPages + kv.freePages]]),
-      gauge("flint_kv_used_bytes", "KV cache bytes in use.", [[m, kv.usedPages * kv.bytesPerPage]]),
-      gauge("flint_queue_depth", "Requests waiting for a sequence slot.", [[m, scheduler.queued]]),
-      gauge("flint_running_sequences", "Sequences being prefilled or decoded.", [[m, scheduler.running]]),
+      gauge("flint_kv_pages_used", "KV cache pages in use.", [[m, stats.usedPages]]),
+      gauge("flint_kv_pages_total", "KV cache pages in the pool.", [[m, stats.usedPages + stats.freePages]]),
+      gauge("flint_kv_used_bytes", "KV cache bytes in use.", [[m, stats.usedPages * info.kvPageBytes]]),
+      gauge("flint_queue_depth", "Requests waiting for a sequence slot.", [[m, stats.queued]]),
+      gauge("flint_running_sequences", "Sequences being prefilled or decoded.", [[m, stats.running]]),
       gauge("flint_requests_in_flight", "HTTP requests holding the model.", [[m, host.inFlight]]),
       gauge("flint_context_window_tokens", "Context window of the served model.", [[
         m,
-        engine.contextWindow,
+        info.contextWindow,
       ]]),
       gauge(
         "flint_gpu_memory_bytes",

@@ -6,11 +6,11 @@
 import { Hono } from "hono";
 import { CancelledError, ValidationError } from "../errors.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
+import type { Served } from "./host.ts";
 import { asFlintError, errorBody } from "./errors.ts";
-import { Job, randomId } from "./job.ts";
-import { checkResponseFormat, readCommon, readMessages, readTools } from "./openai_request.ts";
+import { checkLength, Job, randomId, renderPrompt } from "./job.ts";
+import { readCommon, readMessages, readResponseFormat, readTools } from "./openai_request.ts";
 import { ChatChunker, chatCompletion, finishReason, usage } from "./openai_wire.ts";
-import { renderChat, type RenderedPrompt } from "./prompt.ts";
 import { sseResponse, type SseSink } from "./sse.ts";
 import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
@@ -34,8 +34,8 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
         checkModel(ctx, served, common.model);
         const turns = readMessages(f);
         const { tools, toolChoice } = readTools(f);
-        checkResponseFormat(f);
-        const prompt = renderChat(served.tokenizer, { turns, tools, toolChoice });
+        const responseFormat = readResponseFormat(f);
+        const prompt = await renderPrompt(served, { turns, tools, toolChoice, responseFormat });
         const job = new Job(served, {
           prompt,
           maxTokens: common.maxTokens,
@@ -73,7 +73,13 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
           } finally {
             release();
           }
-        }, { abort, onError: streamError, ping: (s) => s.raw(": keep-alive"), headers });
+        }, {
+          abort,
+          onError: streamError,
+          ping: (s) => s.raw(": keep-alive"),
+          keepAliveMs: ctx.config.keepAliveMs,
+          headers,
+        });
       }),
   );
 
@@ -86,11 +92,7 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
       if (f.has("suffix")) {
         throw new ValidationError("suffix (fill-in-the-middle) is not supported", "suffix");
       }
-      const prompt: RenderedPrompt = {
-        ids: readPrompt(f, served.tokenizer.encode.bind(served.tokenizer)),
-        forced: "",
-        parseTools: false,
-      };
+      const prompt = { ids: await readPrompt(f, served), forced: "", parseTools: false };
       const job = new Job(served, {
         prompt,
         maxTokens: common.maxTokens,
@@ -157,45 +159,57 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
         abort,
         onError: streamError,
         ping: (s) => s.raw(": keep-alive"),
+        keepAliveMs: ctx.config.keepAliveMs,
         headers,
       });
     }));
 
-  app.get("/v1/models", (c) => {
-    const { engine, name } = ctx.host.served;
-    // Anthropic's SDK lists models at the same path; answer in the shape the client speaks.
-    if (c.req.header("anthropic-version")) {
-      const m = { type: "model", id: name, display_name: name, created_at: new Date(0).toISOString() };
-      return c.json({ data: [m], has_more: false, first_id: name, last_id: name });
-    }
-    return c.json({
-      object: "list",
-      data: [{
-        id: name,
+  // Anthropic's SDK lists models at the same paths; answer in the shape the client speaks.
+  const modelObject = (served: Served, anthropic: boolean) =>
+    anthropic
+      ? { type: "model", id: served.name, display_name: served.name, created_at: new Date(0).toISOString() }
+      : {
+        id: served.name,
         object: "model",
         created: 0,
         owned_by: "flint",
-        context_window: engine.contextWindow,
-      }],
-    });
+        context_window: served.info.contextWindow,
+        max_model_len: served.info.contextWindow,
+      };
+
+  app.get("/v1/models", (c) => {
+    const served = ctx.host.served;
+    const m = modelObject(served, !!c.req.header("anthropic-version"));
+    if (c.req.header("anthropic-version")) {
+      return c.json({ data: [m], has_more: false, first_id: served.name, last_id: served.name });
+    }
+    return c.json({ object: "list", data: [m] });
+  });
+
+  app.get("/v1/models/:id{.+}", (c) => {
+    const served = ctx.host.served;
+    checkModel(ctx, served, decodeURIComponent(c.req.param("id")));
+    return c.json(modelObject(served, !!c.req.header("anthropic-version")));
   });
 
   return app;
 }
 
 /** `prompt`: one string or one array of token ids (several prompts per request are not supported). */
-function readPrompt(f: Fields, encode: (s: string) => number[]): number[] {
+async function readPrompt(f: Fields, served: Served): Promise<Uint32Array> {
   let v = f.raw("prompt");
   if (Array.isArray(v) && v.length === 1 && (typeof v[0] === "string" || Array.isArray(v[0]))) v = v[0];
   if (typeof v === "string") {
     if (!v) throw new ValidationError("prompt must not be empty", "prompt");
-    return encode(v);
+    checkLength(served, v);
+    return await served.prompts.encode(v);
   }
   if (Array.isArray(v) && v.length && v.every((x) => typeof x === "number")) {
-    if (!v.every((x) => Number.isInteger(x) && x >= 0)) {
-      throw new ValidationError("prompt token ids must be non-negative integers", "prompt");
+    const vocab = served.info.vocab;
+    if (!v.every((x) => Number.isInteger(x) && x >= 0 && x < vocab)) {
+      throw new ValidationError(`prompt token ids must be integers in [0, ${vocab})`, "prompt");
     }
-    return v as number[];
+    return Uint32Array.from(v as number[]);
   }
   if (Array.isArray(v) && v.length > 1) {
     throw new ValidationError(

@@ -7,7 +7,7 @@
 import type { SamplingParams } from "../engine/slots.ts";
 import { ValidationError } from "../errors.ts";
 import { sampling } from "./job.ts";
-import type { ToolCallIn, ToolChoice, ToolDef, Turn } from "./prompt.ts";
+import type { ResponseFormat, ToolCallIn, ToolChoice, ToolDef, Turn } from "./prompt.ts";
 import { Fields, readSchema, readStops } from "./validate.ts";
 
 export interface CommonParams {
@@ -161,13 +161,14 @@ export function readTools(f: Fields): { tools: ToolDef[]; toolChoice: ToolChoice
   return { tools, toolChoice };
 }
 
-/** response_format: plain text only (no constrained decoding yet). */
-export function checkResponseFormat(f: Fields): void {
+/** response_format: text, any JSON object, or JSON of a schema; the JSON kinds constrain decoding. */
+export function readResponseFormat(f: Fields): ResponseFormat | undefined {
   const rf = f.optObject("response_format");
-  if (rf && rf.string("type") !== "text") {
-    throw new ValidationError(
-      `response_format "${rf.string("type")}" is not supported yet; only "text"`,
-      "response_format",
-    );
-  }
+  if (!rf) return undefined;
+  const type = rf.oneOf("type", ["text", "json_object", "json_schema"] as const);
+  if (type === "text") return undefined;
+  if (type === "json_object") return { type };
+  const js = rf.object("json_schema");
+  js.string("name", { nonEmpty: true });
+  return { type, schema: readSchema(js, "schema", true, { objectRoot: false }) };
 }

@@ -4,7 +4,7 @@
  * assemble to the non-streamed message (tested with synthetic pieces through the SDK's own accumulator).
  * @module
  */
-import type { ToolPiece } from "./tools.ts";
+import { assembleCalls, type ToolPiece } from "./tools.ts";
 
 export interface ChatMeta {
   id: string;
@@ -40,13 +40,15 @@ export function finishReason(r: Finish, calls: number): string {
 export function chatCompletion(meta: ChatMeta, pieces: ToolPiece[], r: Finish): Record<string, unknown> {
   let text = "";
   const tool_calls = [];
-  for (const p of pieces) {
+  for (const p of assembleCalls(pieces)) {
     if (p.type === "text") text += p.text;
-    else {tool_calls.push({
+    else {
+      tool_calls.push({
         id: meta.callId(),
         type: "function",
         function: { name: p.call.name, arguments: p.call.arguments },
-      });}
+      });
+    }
   }
   return {
     id: meta.id,
@@ -90,21 +92,25 @@ export class ChatChunker {
     return [this.#chunk({ role: "assistant", content: "" }, null)];
   }
 
-  /** A call is sent as two deltas: id and name first, then its arguments. */
+  /** A call starts with its id and name; its arguments follow as deltas while the model writes them. */
   piece(p: ToolPiece): Record<string, unknown>[] {
     if (p.type === "text") return [this.#chunk({ content: p.text }, null)];
-    const index = this.#calls++;
-    return [
-      this.#chunk({
-        tool_calls: [{
-          index,
-          id: this.meta.callId(),
-          type: "function",
-          function: { name: p.call.name, arguments: "" },
-        }],
-      }, null),
-      this.#chunk({ tool_calls: [{ index, function: { arguments: p.call.arguments } }] }, null),
-    ];
+    if (p.type === "call_start") {
+      const index = this.#calls++;
+      const call = {
+        index,
+        id: this.meta.callId(),
+        type: "function",
+        function: { name: p.name, arguments: "" },
+      };
+      return [this.#chunk({ tool_calls: [call] }, null)];
+    }
+    if (p.type === "call_args") {
+      return [
+        this.#chunk({ tool_calls: [{ index: this.#calls - 1, function: { arguments: p.delta } }] }, null),
+      ];
+    }
+    return [];
   }
 
   end(r: Finish): Record<string, unknown>[] {

@@ -6,7 +6,8 @@
  * @module
  */
 import type { ChatMessage, Tokenizer } from "../loader/tokenizer.ts";
-import { CALL_OPEN, formatCall } from "./tools.ts";
+import { CALL_PREFIX, namedCallPrefix } from "../grammar/tool_call.ts";
+import { formatCall } from "./tools.ts";
 
 export interface ToolDef {
   name: string;
@@ -33,10 +34,37 @@ export interface Turn {
 
 export type ToolChoice = "auto" | "none" | "required" | { name: string };
 
+/** What the reply must be: free text, any JSON object, or JSON of a schema (OpenAI response_format). */
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; schema: Record<string, unknown> };
+
 export interface PromptSpec {
   turns: Turn[];
   tools: ToolDef[];
   toolChoice: ToolChoice;
+  responseFormat?: ResponseFormat;
+}
+
+/** What compacting the history cannot remove: the system turns, the tools, and the last user turn onward. */
+export function fixedSpec(spec: PromptSpec): PromptSpec {
+  let last = spec.turns.length - 1;
+  while (last > 0 && spec.turns[last].role !== "user") last--;
+  return { ...spec, turns: spec.turns.filter((t, i) => t.role === "system" || i >= last) };
+}
+
+/** Characters of the messages, which every template carries whole (a lower bound on the prompt's length). */
+export function specChars(spec: PromptSpec): number {
+  let n = 0;
+  for (const t of spec.turns) {
+    n += t.content.length;
+    for (const c of t.toolCalls ?? []) {
+      n += c.name.length +
+        (typeof c.arguments === "string" ? c.arguments.length : JSON.stringify(c.arguments).length);
+    }
+  }
+  return n;
 }
 
 export interface RenderedPrompt {
@@ -154,8 +182,8 @@ export function templateMessages(
 /** Text appended after the generation prompt so the model starts a call (tool_choice required or named). */
 export function forcedPrefix(choice: ToolChoice, tools: ToolDef[]): string {
   if (!tools.length || choice === "auto" || choice === "none") return "";
-  if (choice === "required") return `${CALL_OPEN}\n`;
-  return `${CALL_OPEN}\n{"name": ${JSON.stringify(choice.name)}, "arguments": `;
+  // The output grammar (constraint.ts) continues exactly from these.
+  return choice === "required" ? CALL_PREFIX : namedCallPrefix(choice.name);
 }
 
 /** Renders and tokenizes a conversation. */

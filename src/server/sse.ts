@@ -45,7 +45,7 @@ export function sseResponse(produce: (sink: SseSink) => Promise<void>, opts: Sse
   const body = new ReadableStream<Uint8Array>({
     start(c) {
       ctrl = c;
-      const timer = opts.ping ? setInterval(() => opts.ping!(sink), opts.keepAliveMs ?? 15_000) : undefined;
+      const timer = opts.ping ? setInterval(() => opts.ping!(sink), opts.keepAliveMs ?? 10_000) : undefined;
       produce(sink)
         .catch((e) => {
           if (!signal.aborted) opts.onError(e, sink);

@@ -18,7 +18,16 @@ export async function readJsonBody(req: Request, limit: number): Promise<Record<
   let size = 0;
   const reader = req.body.getReader();
   for (;;) {
-    const { done, value } = await reader.read();
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      // The client sent less than it declared and stopped (or the connection broke mid-body).
+      throw new ValidationError(
+        `the request body ended early${Number.isFinite(declared) ? ` (${size} of ${declared} bytes)` : ""}`,
+      );
+    }
+    const { done, value } = chunk;
     if (done) break;
     size += value.length;
     if (size > limit) {
@@ -169,7 +178,12 @@ export function readStops(f: Fields, key: string, max = 16): string[] {
 }
 
 /** A JSON Schema for tool arguments: must be an object (with `type: "object"` when a type is given). */
-export function readSchema(f: Fields, key: string, required: boolean): Record<string, unknown> {
+export function readSchema(
+  f: Fields,
+  key: string,
+  required: boolean,
+  opts: { objectRoot?: boolean } = {},
+): Record<string, unknown> {
   if (!f.has(key)) {
     if (required) throw new ValidationError(`${f.p(key)} is required (a JSON Schema object)`, f.p(key));
     return { type: "object", properties: {} };
@@ -178,7 +192,7 @@ export function readSchema(f: Fields, key: string, required: boolean): Record<st
   if (!isObject(v)) {
     throw new ValidationError(`${f.p(key)} must be a JSON Schema object, got ${typeName(v)}`, f.p(key));
   }
-  if (v.type !== undefined && v.type !== "object") {
+  if (opts.objectRoot !== false && v.type !== undefined && v.type !== "object") {
     throw new ValidationError(
       `${f.p(key)}.type must be "object" (tool arguments are an object), got ${JSON.stringify(v.type)}`,
       f.p(key),

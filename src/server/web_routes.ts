@@ -26,7 +26,9 @@ export function appBundle(): Promise<string> {
   bundle ??= bundleApp().catch(async (e) => {
     try {
       const js = await Deno.readTextFile(new URL("dist/web/app.js", ROOT));
-      console.error(`[flint] bundling the playground failed; serving dist/web/app.js instead.\n${(e as Error).message}`);
+      console.error(
+        `[flint] bundling the playground failed; serving dist/web/app.js instead.\n${(e as Error).message}`,
+      );
       return js;
     } catch {
       bundle = null; // let a later request try again
@@ -47,7 +49,9 @@ export function webRoutes(opts: WebRoutesOptions = {}): Hono {
   const app = new Hono();
   const file = (rel: string) => async () => {
     const body = await Deno.readFile(new URL(rel, ROOT));
-    return new Response(body, { headers: { "content-type": TYPES[rel.split(".").pop()!], "cache-control": "no-cache" } });
+    return new Response(body, {
+      headers: { "content-type": TYPES[rel.split(".").pop()!], "cache-control": "no-cache" },
+    });
   };
   app.get("/", file("web/index.html"));
   app.get("/lab", file("web/lab.html"));

@@ -83,7 +83,6 @@ const CASES: Case[] = [
     status: 400,
     says: "model must be a string",
   },
-  { name: "unknown model", path: C, body: chat({ model: "gpt-4o" }), status: 404, code: "model_not_found" },
   { name: "missing messages", path: C, body: { model: MODEL }, status: 400, says: "messages" },
   { name: "empty messages", path: C, body: chat({ messages: [] }), status: 400, says: "must not be empty" },
   {
@@ -206,12 +205,22 @@ const CASES: Case[] = [
     says: "response_format",
   },
   {
-    name: "prompt + max_tokens over the window",
+    name: "history over the window",
     path: C,
-    body: chat({ max_tokens: 250 }),
+    body: chat({
+      messages: [{ role: "user", content: "word ".repeat(400) }, { role: "assistant", content: "ok" }, ...user],
+    }),
     status: 400,
     code: "context_length_exceeded",
-    says: "prompt is too long",
+    says: "exceeds the context window",
+  },
+  {
+    name: "last message alone over the window",
+    path: C,
+    body: chat({ messages: [{ role: "user", content: "word ".repeat(400) }] }),
+    status: 400,
+    code: "prompt_exceeds_window",
+    says: "alone take",
   },
   // OpenAI completions
   {
@@ -245,9 +254,9 @@ const CASES: Case[] = [
     says: "max_tokens",
   },
   {
-    name: "system role inside messages",
+    name: "developer role in Anthropic messages",
     path: M,
-    body: msgs({ messages: [{ role: "system", content: "x" }] }),
+    body: msgs({ messages: [{ role: "developer", content: "x" }] }),
     status: 400,
     says: "messages[0].role",
   },
@@ -287,26 +296,19 @@ const CASES: Case[] = [
     says: "custom tool",
   },
   {
-    name: "structured output format",
+    name: "structured output format of an unknown type",
     path: M,
-    body: msgs({ output_config: { format: { type: "json_schema", schema: {} } } }),
+    body: msgs({ output_config: { format: { type: "xml" } } }),
     status: 400,
-    says: "output_config.format",
+    says: "output_config.format.type",
   },
   {
     name: "prompt too long (Anthropic phrase)",
     path: M,
-    body: msgs({ max_tokens: 250 }),
+    body: msgs({ messages: [{ role: "user", content: "word ".repeat(400) }] }),
     status: 400,
     code: "invalid_request_error",
     says: "prompt is too long: ",
-  },
-  {
-    name: "unknown model (Anthropic)",
-    path: M,
-    body: msgs({ model: "claude-x" }),
-    status: 404,
-    code: "not_found_error",
   },
   {
     name: "count_tokens with empty messages",
@@ -317,6 +319,23 @@ const CASES: Case[] = [
   },
   // Routing, auth, admin
   { name: "unknown route", path: "/v1/nothing", method: "GET", status: 404 },
+  {
+    name: "URL over 8 KiB",
+    path: `/v1/models?q=${"a".repeat(9000)}`,
+    method: "GET",
+    status: 414,
+    code: "uri_too_long",
+    says: "at most 8192",
+  },
+  {
+    name: "headers over 32 KiB (Anthropic)",
+    path: M,
+    body: msgs({}),
+    headers: { "x-padding": "p".repeat(40_000) },
+    status: 431,
+    code: "request_too_large",
+    says: "headers",
+  },
   { name: "GET on a POST route", path: C, method: "GET", status: 404 },
   { name: "missing API key", path: C, body: chat({}), auth: false, status: 401, says: "missing API key" },
   {

@@ -148,7 +148,7 @@ describe("openai SDK", () => {
   test("forced tool_choice: the streamed tool_calls deltas assemble to the non-streamed message", async () => {
     const req = {
       model: MODEL,
-      max_tokens: 24,
+      max_tokens: 40,
       temperature: 0,
       tools: [weatherTool],
       tool_choice: { type: "function" as const, function: { name: "get_weather" } },
@@ -172,9 +172,12 @@ describe("openai SDK", () => {
     expect(calls).toEqual(
       (msg.tool_calls ?? []).map((c: any) => ({ name: c.function.name, arguments: c.function.arguments })),
     );
-    // Either the model completed the call it was started on, or the unparsable text came back as content.
-    if (msg.tool_calls?.length) expect((msg.tool_calls[0] as any).function.name).toBe("get_weather");
-    else expect(msg.content!.startsWith('<tool_call>\n{"name": "get_weather", "arguments": ')).toBe(true);
+    // Constrained decoding: the reply is the call, with object arguments, never raw text.
+    expect(full.choices[0].finish_reason).toBe("tool_calls");
+    expect(msg.content).toBeNull();
+    expect((msg.tool_calls![0] as any).function.name).toBe("get_weather");
+    const args = JSON.parse((msg.tool_calls![0] as any).function.arguments);
+    expect(typeof args === "object" && !Array.isArray(args)).toBe(true);
   });
 
   test("completions and models", async () => {
@@ -202,11 +205,19 @@ describe("openai SDK", () => {
       max_tokens: 8,
     }).catch((e) => e);
     expect(e1).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(e1.code).toBe("context_length_exceeded");
-    const e2 = await openai.chat.completions.create({ model: "gpt-nope", messages, max_tokens: 4 }).catch((
-      e,
-    ) => e);
-    expect(e2).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(e1.code).toBe("prompt_exceeds_window"); // compacting history cannot help: one message
+    const e0 = await openai.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: long }, { role: "assistant", content: "ok" }, ...messages],
+      max_tokens: 8,
+    }).catch((e) => e);
+    expect(e0).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(e0.code).toBe("context_length_exceeded");
+    expect(e0.message).toMatch(/exceeds the context window/);
+    // Any model name is answered by the one served model, under its own name (as llama-server does).
+    const other = await openai.chat.completions.create({ model: "gpt-nope", messages, max_tokens: 4 });
+    expect(other.model).toBe(MODEL);
+    expect((await openai.models.retrieve(MODEL)).id).toBe(MODEL);
     const e3 = await openai.chat.completions.create({ model: MODEL, messages, n: 2 }).catch((e) => e);
     expect(e3).toBeInstanceOf(OpenAI.BadRequestError);
     expect(e3.param).toBe("n");
@@ -316,12 +327,11 @@ describe("anthropic SDK", () => {
       model: MODEL,
       messages: [{ role: "user", content: long }],
     });
-    expect(Number(m![1])).toBe(counted.input_tokens + 8);
-    expect(Number(m![2])).toBe(CTX);
-    const e2 = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages }).catch((e) =>
-      e
-    );
-    expect(e2).toBeInstanceOf(Anthropic.NotFoundError);
+    // Only the prompt counts: it must leave one token of the window for the reply.
+    expect(Number(m![1])).toBe(counted.input_tokens);
+    expect(Number(m![2])).toBe(CTX - 1);
+    const other = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages });
+    expect(other.model).toBe(MODEL);
     const bad = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
     expect(await bad.messages.create({ model: MODEL, max_tokens: 4, messages }).catch((e) => e))
       .toBeInstanceOf(Anthropic.AuthenticationError);

@@ -3,21 +3,28 @@
  * them, malformed calls falling back to content verbatim, and the same result however the text is chunked.
  */
 import { describe, expect, test } from "vitest";
-import { parseCallBody, ToolCallParser, type ToolPiece } from "../../src/server/tools.ts";
+import {
+  type AssembledPiece, assembleCalls, parseCallBody, ToolCallParser, type ToolPiece,
+} from "../../src/server/tools.ts";
 
-function run(chunks: string[]): ToolPiece[] {
+function pieces(chunks: string[]): ToolPiece[] {
   const p = new ToolCallParser();
   const out: ToolPiece[] = [];
   for (const c of chunks) out.push(...p.push(c));
   out.push(...p.flush());
-  // Merge adjacent text pieces: chunking may split text differently, never its content.
-  const merged: ToolPiece[] = [];
-  for (const x of out) {
-    const last = merged[merged.length - 1];
-    if (x.type === "text" && last?.type === "text") last.text += x.text;
-    else merged.push(x.type === "text" ? { ...x } : x);
-  }
-  return merged;
+  return out;
+}
+
+/** Whole calls (arguments compared as JSON where they parse) and merged text. */
+function run(chunks: string[]): AssembledPiece[] {
+  return assembleCalls(pieces(chunks)).map((x) => {
+    if (x.type === "text") return x;
+    try {
+      return { type: "call", call: { name: x.call.name, arguments: JSON.stringify(JSON.parse(x.call.arguments)) } };
+    } catch {
+      return x;
+    }
+  });
 }
 
 const chars = (s: string) => [...s];
@@ -79,10 +86,43 @@ describe("ToolCallParser", () => {
     expect(run(chars(s))).toEqual(expected);
   });
 
-  test("malformed JSON stays content, byte for byte (with the whitespace before it)", () => {
-    const s = 'Sure.\n\n<tool_call>\n{"name": "f", "arguments": {"a": 1,,}}\n</tool_call>\nmore';
+  test("malformed JSON in a call read whole stays content, byte for byte (with the whitespace before it)", () => {
+    const s = 'Sure.\n\n<tool_call>\n{"name": "f", "parameters": {"a": 1,,}}\n</tool_call>\nmore';
     expect(run([s])).toEqual([{ type: "text", text: s }]);
     expect(run(chars(s))).toEqual([{ type: "text", text: s }]);
+  });
+
+  test("arguments stream as deltas once the name is known; their concatenation is the arguments text", () => {
+    const s = 'Ok.\n<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "text": "x </tool_call> y}"}}\n</tool_call>';
+    for (let seed = 1; seed <= 10; seed++) {
+      const out = pieces(randomChunks(s, seed));
+      const deltas = out.filter((p) => p.type === "call_args").map((p) => (p as { delta: string }).delta);
+      expect(deltas.length).toBeGreaterThan(1);
+      expect(out.find((p) => p.type === "call_start")).toEqual({ type: "call_start", name: "write" });
+      const end = out.find((p) => p.type === "call_end") as { arguments: string };
+      expect(deltas.join("")).toBe(end.arguments);
+      expect(JSON.parse(end.arguments)).toEqual({ path: "a.txt", text: "x </tool_call> y}" });
+    }
+  });
+
+  test("arguments that stop being JSON after the first key end there; the rest is text", () => {
+    const s = '<tool_call>\n{"name": "f", "arguments": {"a": 1,,}}\n</tool_call>\nmore';
+    expect(assembleCalls(pieces([s]))).toEqual([
+      { type: "call", call: { name: "f", arguments: '{"a": 1,' } },
+      { type: "text", text: ",}}\nmore" },
+    ]);
+    // Cut inside a string value: the arguments are closed (as a client's partial-JSON parser reads them).
+    const cut = '<tool_call>{"name": "w", "arguments": {"path": "a.txt", "text": "hel';
+    for (const chunks of [[cut], chars(cut)]) {
+      expect(assembleCalls(pieces(chunks))).toEqual([
+        { type: "call", call: { name: "w", arguments: '{"path": "a.txt", "text": "hel"}' } },
+      ]);
+    }
+  });
+
+  test("arguments that are not JSON from their first character are read whole, and stay text", () => {
+    const s = 'Here:\n<tool_call>\n{"name": "ls", "arguments": {oops}}\n</tool_call>';
+    for (const chunks of [[s], chars(s)]) expect(run(chunks)).toEqual([{ type: "text", text: s }]);
   });
 
   test("a call without a name, or with arguments that are not an object, stays content", () => {

@@ -1,13 +1,23 @@
 /**
- * The playground and kernel lab in a real browser: headless Chromium (SwiftShader WebGPU: subgroups, no
- * shader-f16, so the f32 path runs). The playground is served from the static build (`buildWeb`, as any
- * static host would), the lab from the server's web routes. Screenshots go to test/artifacts/.
+ * The playground (model in the tab) and kernel lab in a real browser: headless Chromium (SwiftShader WebGPU:
+ * subgroups, no shader-f16, so the f32 path runs). The playground is served from the static build
+ * (`buildWeb`, as any static host would), the lab from the server's web routes. Screenshots go to
+ * test/artifacts/. The playground against a running server: remote_test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { webRoutes } from "../../src/server/web_routes.ts";
 import { buildWeb } from "../../web/build.ts";
-import { ARTIFACTS, launchChromium, ROOT, serve, staticServer, urlOf } from "./browser.ts";
+import {
+  ARTIFACTS,
+  launchChromium,
+  type ProgressState,
+  recordProgress,
+  ROOT,
+  serve,
+  staticServer,
+  urlOf,
+} from "./browser.ts";
 
 const MODEL = `${ROOT}models/flint-coder-19m-mlx-4bit`;
 const golden: { prompt: string; prompt_ids: number[]; greedy_ids: number[] }[] = JSON.parse(
@@ -100,9 +110,34 @@ describe("playground (static build)", () => {
     await Deno.remove(dir, { recursive: true });
   });
 
+  test("a folder without tokenizer.json is refused at load, by name, before any weight is read", async () => {
+    const dir = await Deno.makeTempDir({ prefix: "no-tokenizer-" });
+    for (const f of ["config.json", "model.safetensors", "tokenizer_config.json"]) {
+      await Deno.copyFile(`${MODEL}/${f}`, `${dir}/${f}`);
+    }
+    const ctx = await context();
+    await ctx.addInitScript(recordProgress);
+    const { page, errors } = await open(ctx, urlOf(site));
+    await page.setInputFiles("#folder-input", dir);
+    await page.waitForSelector('.notice.error[data-key="load"]');
+    const name = dir.split("/").pop();
+    expect(await page.textContent('.notice.error[data-key="load"]'))
+      .toContain(`${name}/tokenizer.json: file not found`);
+    expect(await page.textContent("#cached-models")).toContain("No models saved yet.");
+    const states: ProgressState[] = await page.evaluate(() => (globalThis as any).__progress);
+    expect(states.filter((s) => s.stage === "weights")).toEqual([]);
+    expect(errors).toEqual([]);
+    await ctx.close();
+    await Deno.remove(dir, { recursive: true });
+  });
+
   test("loads the bundled model from the file input and reproduces golden.json's greedy ids", async () => {
     const ctx = await context();
+    await ctx.addInitScript(recordProgress);
     const { page, errors } = await open(ctx, urlOf(site));
+    // The bar's states since the last call.
+    const progress = (): Promise<ProgressState[]> =>
+      page.evaluate(() => (globalThis as any).__progress.splice(0));
     // f32 on SwiftShader: the page must say shader-f16 is missing, and still run.
     await page.waitForSelector('.notice.warn[data-key="f16"]');
     await page.selectOption("#context-window", "512");
@@ -110,9 +145,20 @@ describe("playground (static build)", () => {
     await page.waitForFunction(() => document.body.dataset.ready === "true" || document.querySelector(".notice.error"));
     expect(await page.$$eval(".notice.error", (n) => n.map((e) => e.textContent))).toEqual([]);
     expect(await page.textContent("#gpu-status")).toContain("flint-coder-19m-mlx-4bit");
-    // Validated, then saved in IndexedDB with its size.
+    // Validated, then saved in IndexedDB with its size; persistent storage was asked for.
     await page.waitForSelector("#cached-models li.active");
     expect(await page.textContent("#cached-models li.active")).toMatch(/flint-coder-19m-mlx-4bit.*1[12] MB/);
+    await page.waitForSelector("#storage-status:not([hidden])");
+    expect(await page.textContent("#storage-status"))
+      .toMatch(/^(Persistent storage|Not persistent).* used of /);
+    // The load showed its stages: weights with a measure, then kernel compilation without one.
+    const load = await progress();
+    const compiling = load.findIndex((s) => s.stage === "compile");
+    expect(compiling, JSON.stringify(load)).toBeGreaterThan(0);
+    expect(load[compiling].text).toMatch(/^Compiling kernels for flint-coder-19m-mlx-4bit…/);
+    expect(load[compiling].value).toBe(null);
+    expect(load.slice(0, compiling).some((s) => s.stage === "weights" && s.value! > 0)).toBe(true);
+    expect(load.slice(compiling).some((s) => s.stage === "weights")).toBe(false);
 
     await page.fill("#temperature", "0");
     await page.fill("#max-tokens", String(CHAT.greedy_ids.length));
@@ -125,6 +171,11 @@ describe("playground (static build)", () => {
     expect(ids).toEqual(CHAT.greedy_ids);
     const meta = await reply.locator(".meta").textContent();
     expect(meta).toMatch(new RegExp(`^${CHAT.greedy_ids.length} tokens · [\\d.]+ tok/s · first token \\d+ ms · prompt ${CHAT.prompt_ids.length} tokens`));
+    // One chunk holds the whole prompt: the bar moved inside it (estimated), short of 100% until the end.
+    const reading = (await progress()).filter((s) => s.stage === "prefill" && s.value !== null);
+    expect(reading.some((s) => s.value! > 0 && s.value! < 100), JSON.stringify(reading)).toBe(true);
+    const rising = reading.every((s, i) => s.value! < 100 && (i === 0 || s.value! >= reading[i - 1].value!));
+    expect(rising, JSON.stringify(reading)).toBe(true);
     console.log(`[web] headless Chromium (SwiftShader, f32): ${meta}`);
     expect(await reply.locator(".codeblock").count()).toBeGreaterThan(0);
     await page.screenshot({ path: `${ARTIFACTS}/playground.png` });
@@ -143,10 +194,14 @@ describe("playground (static build)", () => {
     expect(await second.locator(".meta").textContent()).toContain("stopped");
     expect(await page.isVisible("#send")).toBe(true);
 
-    // A reload loads the saved model from IndexedDB without asking for the folder.
+    // A reload loads the saved model from IndexedDB without asking for the folder, and shows the chat.
     await page.reload();
     await page.waitForFunction(() => document.body.dataset.ready === "true" || document.querySelector(".notice.error"));
     expect(await page.textContent("#gpu-status")).toContain("flint-coder-19m-mlx-4bit");
+    await page.waitForSelector("#chats li.active");
+    expect(await page.locator(".msg.user").allTextContents())
+      .toEqual([USER_TEXT, "Now add type hints and a docstring."]);
+    expect(await page.locator(".msg.assistant").nth(1).getAttribute("data-state")).toBe("stopped");
     // The 8-bit KV cache: choosing it loads the model again with a q8 pool, and a greedy reply completes.
     await page.selectOption("#kv-cache", "q8");
     await page.waitForFunction(() =>

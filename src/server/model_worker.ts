@@ -1,0 +1,165 @@
+/**
+ * The model worker: owns the GPU device, the engine and its scheduler for one served model. Its loop may
+ * block this thread for a whole prefill chunk (Deno's `mapAsync` waits for the GPU to go idle), which is
+ * why it runs here and not on the HTTP thread. Requests arrive as messages; text chunks, results and
+ * scheduler events go back as messages, with a snapshot of the pool and queue after every event.
+ * @module
+ */
+/// <reference lib="deno.worker" />
+import { Engine } from "../engine/engine.ts";
+import { type GenerationResult, Scheduler } from "../engine/scheduler.ts";
+import { DiskModelSource } from "../platform/deno.ts";
+import { ValidationError } from "../errors.ts";
+import {
+  type ModelInfo,
+  type ModelReply,
+  type ModelRequest,
+  type ModelStats,
+  toWireError,
+  type WireResult,
+} from "./worker_protocol.ts";
+
+let engine: Engine | null = null;
+let scheduler: Scheduler | null = null;
+const aborts = new Map<number, AbortController>();
+/** Scheduler id → the request id the HTTP thread chose (events carry the latter). */
+const outerIds = new Map<number, number>();
+
+function post(m: ModelReply): void {
+  self.postMessage(m);
+}
+
+function stats(): ModelStats {
+  const e = engine!;
+  return {
+    usedPages: e.kv.usedPages,
+    freePages: e.kv.freePages,
+    queued: scheduler?.queued ?? 0,
+    running: scheduler?.running ?? 0,
+    memory: e.gpu.memory.snapshot(),
+  };
+}
+
+function wireResult(r: GenerationResult): WireResult {
+  const { error, ...rest } = r;
+  return error ? { ...rest, error: toWireError(error) } : rest;
+}
+
+async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
+  const o = m.opts;
+  const source = new DiskModelSource(o.dir);
+  engine = await Engine.load(source, {
+    gpuOptions: { f16: o.f16 },
+    maxBatch: o.maxBatch,
+    contextWindow: o.contextWindow,
+    prefillChunk: o.prefillChunk,
+    soloPrefillChunk: o.soloPrefillChunk,
+    kvCache: o.kvCache,
+  });
+  source.close();
+  if (!engine.tokenizer) {
+    engine.destroy();
+    engine = null;
+    throw new ValidationError(`${o.dir} has no tokenizer.json; the server needs one`, "model");
+  }
+  scheduler = new Scheduler(engine, { stepsPerSubmit: o.stepsPerSubmit });
+  scheduler.listeners.add((event) => {
+    const id = outerIds.get(event.id);
+    if (id === undefined) return;
+    if (event.type === "finish") outerIds.delete(event.id);
+    post({ type: "event", event: { ...event, id }, stats: stats() });
+  });
+  const e = engine;
+  const info: ModelInfo = {
+    name: e.info.name,
+    modelType: e.info.modelType,
+    quantization: e.info.quantization,
+    weightBytes: e.info.weightBytes,
+    maxPosition: e.info.maxPosition,
+    contextWindow: e.contextWindow,
+    capped: e.contextWindow < e.info.maxPosition,
+    vocab: e.config.dims.vocab,
+    adapter: e.gpu.info.adapter,
+    f16: e.gpu.info.f16,
+    kv8: !!e.kv.scales,
+    kvPageBytes: e.kv.bytesPerPage,
+    kvPages: e.kv.usedPages + e.kv.freePages,
+    maxBatch: e.maxBatch,
+    prefillChunk: e.prefillChunk,
+    soloPrefillChunk: e.soloPrefillChunk,
+  };
+  post({ type: "loaded", info, stats: stats() });
+}
+
+function submit(m: Extract<ModelRequest, { type: "submit" }>): void {
+  const abort = new AbortController();
+  aborts.set(m.id, abort);
+  const { req } = m;
+  let gen;
+  try {
+    gen = scheduler!.submit({
+      prompt: Array.from(req.prompt),
+      maxTokens: req.maxTokens,
+      sampling: req.sampling,
+      stop: req.stop,
+      signal: abort.signal,
+      ...(req.grammar ? { grammar: req.grammar } : {}),
+    });
+  } catch (e) {
+    aborts.delete(m.id);
+    post({ type: "result", id: m.id, result: failed(req.prompt.length, e) });
+    return;
+  }
+  outerIds.set(gen.id, m.id);
+  // The start event was emitted inside submit, before the id mapping existed.
+  post({
+    type: "event",
+    event: { type: "start", id: m.id, promptTokens: req.prompt.length },
+    stats: stats(),
+  });
+  (async () => {
+    for await (const c of gen.chunks()) post({ type: "chunk", id: m.id, ids: c.ids, text: c.text });
+    const r = await gen.result;
+    aborts.delete(m.id);
+    post({ type: "result", id: m.id, result: wireResult(r) });
+  })().catch((e) => post({ type: "result", id: m.id, result: failed(req.prompt.length, e) }));
+}
+
+function failed(promptTokens: number, e: unknown): WireResult {
+  return {
+    tokenIds: [],
+    text: "",
+    finishReason: "error",
+    stopSequence: null,
+    promptTokens,
+    completionTokens: 0,
+    ttftMs: 0,
+    prefillTps: 0,
+    decodeTps: 0,
+    totalMs: 0,
+    error: toWireError(e),
+  };
+}
+
+self.onmessage = async (ev: MessageEvent<ModelRequest>) => {
+  const m = ev.data;
+  switch (m.type) {
+    case "load":
+      try {
+        await load(m);
+      } catch (e) {
+        post({ type: "load_error", error: toWireError(e) });
+      }
+      return;
+    case "submit":
+      return submit(m);
+    case "cancel":
+      aborts.get(m.id)?.abort();
+      return;
+    case "close":
+      await scheduler?.close();
+      engine?.destroy();
+      post({ type: "closed" });
+      self.close();
+  }
+};
