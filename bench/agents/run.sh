@@ -46,9 +46,12 @@ TOML
       -s workspace-write "$task" > "$out/codex.txt" 2>&1 < /dev/null
     ;;
   pi)
+    # PI_API: openai-completions (default), openai-responses or anthropic-messages.
+    api=${PI_API:-openai-completions}; base=http://127.0.0.1:$port/v1
+    [ "$api" = anthropic-messages ] && base=http://127.0.0.1:$port
     mkdir -p "$home/.pi/agent"
     cat > "$home/.pi/agent/models.json" <<JSON
-{ "providers": { "flint": { "baseUrl": "http://127.0.0.1:$port/v1", "api": "openai-completions", "apiKey": "flint",
+{ "providers": { "flint": { "baseUrl": "$base", "api": "$api", "apiKey": "flint",
   "models": [ { "id": "$model", "contextWindow": 32768, "maxTokens": 4096 } ] } } }
 JSON
     env -i PATH=/usr/bin:/bin:/usr/local/bin HOME="$home" DENO_NO_UPDATE_CHECK=1 timeout 300 deno run -A \

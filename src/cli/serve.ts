@@ -37,13 +37,14 @@ const SPEC = {
   help: "boolean",
 } as const;
 
-const USAGE = `usage: deno task serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
+const USAGE = `usage: npm start -- [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
        [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
        [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10]
-Any model name in a request is answered by the served model unless --strict-model-name (then only its
-folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any). Streams send a keep-alive (an OpenAI SSE
-comment, an Anthropic ping event) every --keep-alive-s seconds while there is nothing else to send.`;
+Any model name in a request is answered by the served model, unless --strict-model-name (then only its
+folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any).
+Streams send a keep-alive (an OpenAI SSE comment, an Anthropic ping event) every --keep-alive-s seconds
+while there is nothing else to send.`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;

@@ -60,9 +60,10 @@ function presentedKey(req: Request): string | null {
 }
 
 export function healthBody(host: ModelHost): Record<string, unknown> {
-  const { info, stats, name } = host.served;
+  const { info, stats, name, model } = host.served;
   return {
-    status: host.swapping ? "loading" : "ok",
+    status: model.failure ? "failed" : host.swapping ? "loading" : "ok",
+    ...(model.failure ? { error: model.failure } : {}),
     model: name,
     context_window: info.contextWindow,
     adapter: info.adapter,
@@ -138,7 +139,10 @@ export async function createApp(
     await next();
   });
 
-  app.get("/health", (c) => c.json(healthBody(host)));
+  app.get("/health", (c) => {
+    const body = healthBody(host);
+    return c.json(body, body.status === "failed" ? 503 : 200);
+  });
   app.get(
     "/metrics",
     (c) =>

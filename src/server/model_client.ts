@@ -78,6 +78,11 @@ export class ModelClient {
     }
   }
 
+  /** Why the worker stopped serving (a crash or lost device), or null while it serves. */
+  get failure(): string | null {
+    return this.#dead?.message ?? null;
+  }
+
   /** The latest pool and queue figures (updated with every scheduler event). */
   get stats(): ModelStats {
     return this.#stats;
