@@ -30,13 +30,28 @@ export interface BaselineOptions {
 
 const SCRIPT = new URL("./baseline_torch.py", import.meta.url).pathname;
 
-export async function runTorchBaseline(config: Record<string, unknown>, o: BaselineOptions): Promise<TorchBaseline> {
+export async function runTorchBaseline(
+  config: Record<string, unknown>,
+  o: BaselineOptions,
+): Promise<TorchBaseline> {
   const dir = await Deno.makeTempDir({ prefix: "flint-baseline-" });
   const cfgPath = `${dir}/config.json`;
   await Deno.writeTextFile(cfgPath, JSON.stringify(config));
   const args = [
-    SCRIPT, "--config", cfgPath, "--prompts", o.prompts.join(","), "--depths", o.depths.join(","),
-    "--decode-tokens", String(o.decodeTokens), "--runs", String(o.runs), "--warmup", String(o.warmup), ...(o.extra ?? []),
+    SCRIPT,
+    "--config",
+    cfgPath,
+    "--prompts",
+    o.prompts.join(","),
+    "--depths",
+    o.depths.join(","),
+    "--decode-tokens",
+    String(o.decodeTokens),
+    "--runs",
+    String(o.runs),
+    "--warmup",
+    String(o.warmup),
+    ...(o.extra ?? []),
   ];
   const python = o.python ?? "python3";
   o.log?.(`  ${python} ${args.join(" ")}`);
@@ -61,7 +76,11 @@ export async function runTorchBaseline(config: Record<string, unknown>, o: Basel
     } catch { /* reported below */ }
     if (parsed?.error) return { error: parsed.error };
     if (!status.success || !parsed) {
-      return { error: `${python} exited with ${status.code}: ${tail.trim().split("\n").slice(-3).join(" | ") || "no output"}` };
+      return {
+        error: `${python} exited with ${status.code}: ${
+          tail.trim().split("\n").slice(-3).join(" | ") || "no output"
+        }`,
+      };
     }
     return parsed;
   } catch (e) {

@@ -9,6 +9,7 @@
  *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
  *   --max-batch N (engine sized as the server's, 8: a lone prompt takes the solo chunk; default 1)
+ *   --profile JSON            kernel profile changes (src/gpu/profile.ts), e.g. '{"decodeAttention":{"keysPerSplit":128}}'
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
  *   --out DIR (default bench/results/)  --name LABEL  --json FILE  --quick (tiny sizes, for software GPUs)
@@ -19,21 +20,49 @@ import { kvCacheFlag, parseFlags, runCli } from "../src/cli/args.ts";
 import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { ValidationError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
+import type { ProfileOverrides } from "../src/gpu/profile.ts";
 import { syntheticConfig, syntheticShape } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
 import { runTorchBaseline, type TorchBaseline } from "./baseline.ts";
 import { measureKernels } from "./kernels.ts";
 import { loadModel, measureE2E, type ModelSpec } from "./measure.ts";
 import { measureCeilings } from "../src/lab/probes.ts";
-import { type BenchCeilings, type BenchResult, markdown, type ModelResult, type RooflineRow, svgChart } from "./report.ts";
+import {
+  type BenchCeilings,
+  type BenchResult,
+  markdown,
+  type ModelResult,
+  type RooflineRow,
+  svgChart,
+} from "./report.ts";
 import { BARS, decodeBytes, modelCost, prefillCeilingTps, prefillFlops } from "./roofline.ts";
 
 const SPEC = {
-  synthetic: "string", model: "string", prompts: "string", depths: "string", "decode-tokens": "number", runs: "number",
-  warmup: "number", "full-warmup": "boolean", "steps-per-submit": "number", "prefill-chunk": "number", f32: "boolean", seed: "number",
+  synthetic: "string",
+  model: "string",
+  prompts: "string",
+  depths: "string",
+  "decode-tokens": "number",
+  runs: "number",
+  warmup: "number",
+  "full-warmup": "boolean",
+  "steps-per-submit": "number",
+  "prefill-chunk": "number",
+  f32: "boolean",
+  seed: "number",
   "max-batch": "number",
-  baseline: "string", python: "string", "baseline-args": "string", skip: "string", "target-ms": "number",
-  out: "string", name: "string", json: "string", quick: "boolean", help: "boolean", "kv-cache": "string",
+  profile: "string",
+  baseline: "string",
+  python: "string",
+  "baseline-args": "string",
+  skip: "string",
+  "target-ms": "number",
+  out: "string",
+  name: "string",
+  json: "string",
+  quick: "boolean",
+  help: "boolean",
+  "kv-cache": "string",
 } as const;
 
 const log = (s: string) => console.error(s);
@@ -41,7 +70,9 @@ const log = (s: string) => console.error(s);
 function list(s: string | undefined, fallback: number[], flag: string): number[] {
   if (s === undefined) return fallback;
   const xs = s.split(",").filter((x) => x.trim()).map(Number);
-  if (xs.some((x) => !Number.isInteger(x) || x < 0)) throw new ValidationError(`--${flag} expects non-negative integers, got "${s}"`, flag);
+  if (xs.some((x) => !Number.isInteger(x) || x < 0)) {
+    throw new ValidationError(`--${flag} expects non-negative integers, got "${s}"`, flag);
+  }
   return xs;
 }
 
@@ -63,7 +94,9 @@ export async function main(argv: string[]): Promise<number> {
   const kvCache = kvCacheFlag(f["kv-cache"]);
   const skip = new Set((f.skip ?? "").split(",").filter(Boolean));
   const targetMs = f["target-ms"] ?? (q ? 10 : 100);
-  if (f.baseline !== undefined && f.baseline !== "torch") throw new ValidationError(`--baseline: only "torch" is known`, "baseline");
+  if (f.baseline !== undefined && f.baseline !== "torch") {
+    throw new ValidationError(`--baseline: only "torch" is known`, "baseline");
+  }
 
   const specs: (ModelSpec & { label: string })[] = [];
   for (const s of (f.synthetic ?? "").split(",").filter(Boolean)) {
@@ -74,7 +107,9 @@ export async function main(argv: string[]): Promise<number> {
     const dir = d === "default" ? DEFAULT_MODEL_DIR : d;
     specs.push({ dir, label: dir.split("/").filter(Boolean).pop()! });
   }
-  if (!specs.length) throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
+  if (!specs.length) {
+    throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
+  }
 
   const outDir = f.out ?? new URL("./results/", import.meta.url).pathname;
   const name = f.name ?? specs.map((s) => s.label).join("_") + (q ? "-quick" : "");
@@ -82,21 +117,39 @@ export async function main(argv: string[]): Promise<number> {
   await Deno.mkdir(outDir, { recursive: true });
 
   const t0 = performance.now();
-  const probeGpu = await Gpu.create({ f16: !f.f32 });
+  let profile: ProfileOverrides | undefined;
+  try {
+    profile = f.profile ? JSON.parse(f.profile) : undefined;
+  } catch (e) {
+    throw new ValidationError(`--profile: not JSON (${(e as Error).message})`, "profile");
+  }
+  const probeGpu = await Gpu.create({ f16: !f.f32, profile });
   const info = probeGpu.info;
   const result: BenchResult = {
     version: 1,
     date: new Date().toISOString(),
     command: `deno run -A bench/bench.ts ${argv.join(" ")}`,
     machine: {
-      adapter: info.adapter, f16: info.f16, subgroups: info.subgroups, timestamps: info.timestamps,
-      maxBindingBytes: info.maxBinding, deno: Deno.version.deno, os: `${Deno.build.os} ${Deno.build.arch}`,
+      adapter: info.adapter,
+      f16: info.f16,
+      subgroups: info.subgroups,
+      timestamps: info.timestamps,
+      maxBindingBytes: info.maxBinding,
+      deno: Deno.version.deno,
+      os: `${Deno.build.os} ${Deno.build.arch}`,
       cpus: navigator.hardwareConcurrency,
     },
     settings: {
-      prompts: prompts.join("/"), depths: depths.join("/"), "decode tokens": decodeTokens, runs, "warm-up runs": warmup,
-      ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}), ...(kvCache ? { "kv cache": kvCache } : {}), ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
+      prompts: prompts.join("/"),
+      depths: depths.join("/"),
+      "decode tokens": decodeTokens,
+      runs,
+      "warm-up runs": warmup,
+      ...(prefillChunk ? { "prefill chunk": prefillChunk } : {}),
+      ...(kvCache ? { "kv cache": kvCache } : {}),
+      ...(f["steps-per-submit"] ? { "steps per submit": f["steps-per-submit"] } : {}),
       ...(f["max-batch"] ? { "max batch": f["max-batch"] } : {}),
+      ...(f.profile ? { "kernel profile": f.profile } : {}),
     },
     ceilings: null,
     models: [],
@@ -107,8 +160,19 @@ export async function main(argv: string[]): Promise<number> {
       // The kernel lab's probes (src/lab/probes.ts), on a device of their own so the engine's ledger is clean.
       log(`[bench] probes on ${info.adapter}`);
       const lab = await measureCeilings(probeGpu);
-      ceil = { readGBs: lab.readGBs, matmulGFLOPs: Math.max(lab.f32GFlops, lab.f16GFlops ?? 0), int8GOps: lab.int8GOps, lab };
-      log(`  read ${lab.readGBs.toFixed(1)} GB/s (wg ${lab.readWG}), matmul f32 ${lab.f32GFlops.toFixed(1)} / f16 ${lab.f16GFlops?.toFixed(1) ?? "–"} GFLOP/s, int8 ${lab.int8GOps?.toFixed(1) ?? "–"} GOP/s (${lab.method})`);
+      ceil = {
+        readGBs: lab.readGBs,
+        matmulGFLOPs: Math.max(lab.f32GFlops, lab.f16GFlops ?? 0),
+        int8GOps: lab.int8GOps,
+        lab,
+      };
+      log(
+        `  read ${lab.readGBs.toFixed(1)} GB/s (wg ${lab.readWG}), matmul f32 ${
+          lab.f32GFlops.toFixed(1)
+        } / f16 ${lab.f16GFlops?.toFixed(1) ?? "–"} GFLOP/s, int8 ${
+          lab.int8GOps?.toFixed(1) ?? "–"
+        } GOP/s (${lab.method})`,
+      );
     }
   } finally {
     probeGpu.destroy();
@@ -118,13 +182,29 @@ export async function main(argv: string[]): Promise<number> {
   let failed = false;
   for (const spec of specs) {
     try {
-      result.models.push(await benchModel(spec, {
-        prompts, depths, decodeTokens, runs, warmup, prefillChunk, maxBatch: f["max-batch"], kvCache, f32: !!f.f32, seed: f.seed ?? 1,
-        stepsPerSubmit: f["steps-per-submit"], fullWarmup: !!f["full-warmup"], ceil, kernels: !skip.has("kernels"), targetMs,
-        baseline: f.baseline === "torch"
-          ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
-          : null,
-      }));
+      result.models.push(
+        await benchModel(spec, {
+          prompts,
+          depths,
+          decodeTokens,
+          runs,
+          warmup,
+          prefillChunk,
+          maxBatch: f["max-batch"],
+          kvCache,
+          f32: !!f.f32,
+          seed: f.seed ?? 1,
+          profile,
+          stepsPerSubmit: f["steps-per-submit"],
+          fullWarmup: !!f["full-warmup"],
+          ceil,
+          kernels: !skip.has("kernels"),
+          targetMs,
+          baseline: f.baseline === "torch"
+            ? { python: f.python, extra: f["baseline-args"]?.split(" ").filter(Boolean) }
+            : null,
+        }),
+      );
     } catch (e) {
       failed = true;
       log(`[bench] ${spec.label} failed: ${(e as Error).stack ?? e}`);
@@ -132,7 +212,11 @@ export async function main(argv: string[]): Promise<number> {
     await writeOutputs(result, outDir, name, jsonPath);
   }
   console.log(markdown(result));
-  log(`[bench] wrote ${jsonPath}, ${outDir.replace(/\/$/, "")}/${name}.{md,svg} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `[bench] wrote ${jsonPath}, ${outDir.replace(/\/$/, "")}/${name}.{md,svg} in ${
+      ((performance.now() - t0) / 1000).toFixed(1)
+    } s`,
+  );
   return failed ? 1 : 0;
 }
 
@@ -147,6 +231,7 @@ interface ModelRunOptions {
   kvCache?: KvCacheType;
   f32: boolean;
   seed: number;
+  profile?: ProfileOverrides;
   stepsPerSubmit?: number;
   fullWarmup: boolean;
   ceil: BenchCeilings | null;
@@ -159,22 +244,46 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
   const chunk = o.prefillChunk ?? 512;
   const maxDepth = Math.max(1, ...o.depths);
   // A prompt run generates one token, so it needs its length + 1 (`--prompts 16384 --depths 0` failed).
-  const ctx = Math.ceil(Math.max(...o.prompts.map((n) => n + 1), maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) * 16;
+  const ctx =
+    Math.ceil(Math.max(...o.prompts.map((n) => n + 1), maxDepth + Math.max(o.decodeTokens + 1, chunk)) / 16) *
+    16;
   log(`[bench] ${spec.label}: loading (context window ${ctx})`);
-  const { engine, loadMs, compileMs } = await loadModel(spec, { contextWindow: ctx, prefillChunk: o.prefillChunk, maxBatch: o.maxBatch, kvCache: o.kvCache, f32: o.f32, seed: o.seed });
-  log(`  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${(engine.info.weightBytes / 2 ** 30).toFixed(2)} GiB`);
+  const { engine, loadMs, compileMs } = await loadModel(spec, {
+    contextWindow: ctx,
+    prefillChunk: o.prefillChunk,
+    maxBatch: o.maxBatch,
+    kvCache: o.kvCache,
+    f32: o.f32,
+    seed: o.seed,
+    profile: o.profile,
+  });
+  log(
+    `  load ${loadMs.toFixed(0)} ms, compile ${compileMs.toFixed(0)} ms, weights ${
+      (engine.info.weightBytes / 2 ** 30).toFixed(2)
+    } GiB`,
+  );
   let res: ModelResult;
   try {
     const e2e = await measureE2E(engine, {
-      prompts: o.prompts, depths: o.depths, decodeTokens: o.decodeTokens, runs: o.runs, warmup: o.warmup,
-      stepsPerSubmit: o.stepsPerSubmit, fullWarmup: o.fullWarmup, seed: o.seed, log,
+      prompts: o.prompts,
+      depths: o.depths,
+      decodeTokens: o.decodeTokens,
+      runs: o.runs,
+      warmup: o.warmup,
+      stepsPerSubmit: o.stepsPerSubmit,
+      fullWarmup: o.fullWarmup,
+      seed: o.seed,
+      log,
     });
     const kernels = o.kernels && o.ceil
       ? await measureKernels(engine, o.ceil, { depths: o.depths, timer: { targetMs: o.targetMs }, log })
       : [];
     const cost = modelCost(engine);
     const readBs = (o.ceil?.readGBs ?? NaN) * 1e9;
-    const rates = { matmul: (o.ceil?.matmulGFLOPs ?? NaN) * 1e9, int8: o.ceil?.int8GOps ? o.ceil.int8GOps * 1e9 : null };
+    const rates = {
+      matmul: (o.ceil?.matmulGFLOPs ?? NaN) * 1e9,
+      int8: o.ceil?.int8GOps ? o.ceil.int8GOps * 1e9 : null,
+    };
     const roof = (label: string, achievedTps: number, perToken: number, ceilingTps: number): RooflineRow => {
       return { label, achievedTps, perToken, ceilingTps, fraction: achievedTps / ceilingTps };
     };
@@ -195,7 +304,9 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
       kernels,
       roofline: {
         prefill: e2e.prefill.map((p) => pre(`prefill ${p.tokens}`, p.tps.value, p.tokens, 0)),
-        prefillAtDepth: e2e.prefillAtDepth.map((p) => pre(`prefill at ${p.from}-${p.to}`, p.tps.value, p.to - p.from, p.from)),
+        prefillAtDepth: e2e.prefillAtDepth.map((p) =>
+          pre(`prefill at ${p.from}-${p.to}`, p.tps.value, p.to - p.from, p.from)
+        ),
         decode: e2e.decode.map((d) => {
           const bytes = decodeBytes(cost, d.depth);
           return roof(`decode at ${d.depth}`, d.tps.value, bytes, readBs / bytes);
@@ -209,10 +320,18 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
   }
   if (o.baseline) {
     log(`[bench] ${spec.label}: PyTorch baseline`);
-    const config = spec.synthetic ? syntheticConfig(spec.synthetic) : JSON.parse(await Deno.readTextFile(`${spec.dir}/config.json`));
+    const config = spec.synthetic
+      ? syntheticConfig(spec.synthetic)
+      : JSON.parse(await Deno.readTextFile(`${spec.dir}/config.json`));
     const b: TorchBaseline = await runTorchBaseline(config, {
-      prompts: o.prompts, depths: o.depths, decodeTokens: o.decodeTokens, runs: o.runs, warmup: o.warmup,
-      python: o.baseline.python, extra: o.baseline.extra, log,
+      prompts: o.prompts,
+      depths: o.depths,
+      decodeTokens: o.decodeTokens,
+      runs: o.runs,
+      warmup: o.warmup,
+      python: o.baseline.python,
+      extra: o.baseline.extra,
+      log,
     });
     if (b.error) log(`  baseline not available: ${b.error}`);
     res.baseline = b;

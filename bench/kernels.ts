@@ -13,7 +13,7 @@ import type { DecoderWeights } from "../src/models/llama.ts";
 import { attentionDecode, attentionPrefill } from "../src/ops/attention.ts";
 import type { OpContext } from "../src/ops/context.ts";
 import { bitsPerWeight } from "../src/ops/linear.ts";
-import { matmul, usesX8 } from "../src/ops/matmul.ts";
+import { matmul, usesInt8X } from "../src/ops/matmul.ts";
 import type { BenchCeilings } from "./report.ts";
 import { GpuTimer, type TimerOptions } from "./timer.ts";
 
@@ -38,7 +38,13 @@ export interface KernelFigure {
 type ActName = "xn" | "qkv" | "attn" | "gu" | "h" | "x";
 
 /** The linears of a decoder layer with the activation buffers a step reads and writes (also bench/gemm_ab.ts). */
-export const LINEARS: { name: string; get: (l: DecoderWeights["layers"][number]) => LinearGroup; x: ActName; y: ActName; out: "act" | "add" }[] = [
+export const LINEARS: {
+  name: string;
+  get: (l: DecoderWeights["layers"][number]) => LinearGroup;
+  x: ActName;
+  y: ActName;
+  out: "act" | "add";
+}[] = [
   { name: "qkv", get: (l) => l.qkv, x: "xn", y: "qkv", out: "act" },
   { name: "o_proj", get: (l) => l.o_proj, x: "attn", y: "x", out: "add" },
   { name: "gate_up", get: (l) => l.gate_up, x: "xn", y: "gu", out: "act" },
@@ -65,9 +71,15 @@ export async function measureKernels(
     const s = ms / 1000 / n;
     const GBs = f.bytes / s / 1e9;
     const GFLOPs = f.flops / s / 1e9;
-    const ofCeiling = f.bound === "bandwidth" ? GBs / ceil.readGBs : GFLOPs / (f.int8 && ceil.int8GOps ? ceil.int8GOps : ceil.matmulGFLOPs);
+    const ofCeiling = f.bound === "bandwidth"
+      ? GBs / ceil.readGBs
+      : GFLOPs / (f.int8 && ceil.int8GOps ? ceil.int8GOps : ceil.matmulGFLOPs);
     out.push({ ...f, us: s * 1e6, GBs, GFLOPs, ofCeiling });
-    o.log?.(`  ${f.family} ${f.what}: ${(s * 1e6).toFixed(1)} µs, ${GBs.toFixed(1)} GB/s, ${GFLOPs.toFixed(1)} GFLOP/s`);
+    o.log?.(
+      `  ${f.family} ${f.what}: ${(s * 1e6).toFixed(1)} µs, ${GBs.toFixed(1)} GB/s, ${
+        GFLOPs.toFixed(1)
+      } GFLOP/s`,
+    );
   };
   const time = async (build: (ctx: OpContext) => Promise<void>, maxKvLen = 0) => {
     const ctx: OpContext = { gpu, arena, list: [] };
@@ -89,19 +101,32 @@ export async function measureKernels(
         for (const layer of layers) {
           const lg = L.get(layer);
           for (const p of lg.parts) {
-            await matmul(ctx, { x: acts[L.x], w: p.w, y: acts[L.y], M, out: L.out, mode, ldy: lg.N, nOff: p.nOff });
+            await matmul(ctx, {
+              x: acts[L.x],
+              w: p.w,
+              y: acts[L.y],
+              M,
+              out: L.out,
+              mode,
+              ldy: lg.N,
+              nOff: p.nOff,
+            });
           }
         }
       });
       const yBytes = L.out === "add" ? 8 : ab; // the residual add reads and writes f32
-      add({
-        family: mode === "vec" ? "matmul_vec" : "matmul_tiled",
-        what: `${L.name} ${g.N}×${g.K}${mode === "tiled" ? ` M=${M}` : ""}`,
-        bytes: wBytes + M * (g.K * ab + g.N * yBytes),
-        flops: 2 * M * g.N * g.K,
-        bound: mode === "vec" ? "bandwidth" : "compute",
-        int8: mode === "tiled" && usesX8(gpu.info, g.parts[0].w, "tiled"),
-      }, ms, layers.length);
+      add(
+        {
+          family: mode === "vec" ? "matmul_vec" : "matmul_tiled",
+          what: `${L.name} ${g.N}×${g.K}${mode === "tiled" ? ` M=${M}` : ""}`,
+          bytes: wBytes + M * (g.K * ab + g.N * yBytes),
+          flops: 2 * M * g.N * g.K,
+          bound: mode === "vec" ? "bandwidth" : "compute",
+          int8: mode === "tiled" && usesInt8X(gpu, g.parts[0].w, "tiled"),
+        },
+        ms,
+        layers.length,
+      );
     }
   }
   // The LM head, once per decode step.
@@ -110,21 +135,50 @@ export async function measureKernels(
     const wBytes = h.parts.reduce((a, p) => a + (p.w.N * p.w.K * bitsPerWeight(p.w.format)) / 8, 0);
     const ms = await time(async (ctx) => {
       for (const p of h.parts) {
-        await matmul(ctx, { x: acts.xl, w: p.w, y: acts.logits, M: 1, out: "f32", mode: "vec", ldy: h.N, nOff: p.nOff });
+        await matmul(ctx, {
+          x: acts.xl,
+          w: p.w,
+          y: acts.logits,
+          M: 1,
+          out: "f32",
+          mode: "vec",
+          ldy: h.N,
+          nOff: p.nOff,
+        });
       }
     });
-    add({ family: "matmul_vec", what: `lm_head ${h.N}×${h.K}`, bytes: wBytes + h.K * ab + h.N * 4, flops: 2 * h.N * h.K, bound: "bandwidth" }, ms, 1);
+    add(
+      {
+        family: "matmul_vec",
+        what: `lm_head ${h.N}×${h.K}`,
+        bytes: wBytes + h.K * ab + h.N * 4,
+        flops: 2 * h.N * h.K,
+        bound: "bandwidth",
+      },
+      ms,
+      1,
+    );
   }
 
   // Attention, on a slot of the engine's own KV pool (its contents do not change the work done).
   const slot = engine.slots.acquire();
   if (slot === null) throw new Error("kernel families: no free slot (is a request still running?)");
   const pages: number[] = [];
-  const rows = gpu.device.createBuffer({ size: Math.max(16, chunk * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  const rows = gpu.device.createBuffer({
+    size: Math.max(16, chunk * 16),
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+  });
   try {
     const common = {
-      rows, pages: kv.pageTable, nq: d.nq, nkv: d.nkv, hd: d.hd, pageSize: kv.shape.pageSize, maxPages: kv.shape.maxPages,
-      row0: 0, scale: 1 / Math.sqrt(d.hd),
+      rows,
+      pages: kv.pageTable,
+      nq: d.nq,
+      nkv: d.nkv,
+      hd: d.hd,
+      pageSize: kv.shape.pageSize,
+      maxPages: kv.shape.maxPages,
+      row0: 0,
+      scale: 1 / Math.sqrt(d.hd),
     };
     const ctxMax = engine.contextWindow;
     for (const depth of o.depths.filter((x) => x > 0 && x < ctxMax)) {
@@ -133,13 +187,30 @@ export async function measureKernels(
       const ms = await time(async (ctx) => {
         for (let l = 0; l < d.layers; l++) {
           await attentionDecode(ctx, {
-            ...common, q: acts.q, kv: kv.layers[l], out: acts.attn, D: 1, opart: acts.opart, ml: acts.ml, maxSplit: acts.maxSplit,
+            ...common,
+            q: acts.q,
+            kv: kv.layers[l],
+            out: acts.attn,
+            D: 1,
+            opart: acts.opart,
+            ml: acts.ml,
+            maxSplit: acts.maxSplit,
           });
         }
       }, depth);
       const splits = Math.ceil(depth / 256);
       const bytes = depth * 2 * d.nkv * d.hd * ab + 2 * d.nq * d.hd * ab + 2 * d.nq * splits * (d.hd + 2) * 4;
-      add({ family: "attention_decode", what: `depth ${depth}`, bytes, flops: 4 * d.nq * d.hd * depth, bound: "bandwidth" }, ms, d.layers);
+      add(
+        {
+          family: "attention_decode",
+          what: `depth ${depth}`,
+          bytes,
+          flops: 4 * d.nq * d.hd * depth,
+          bound: "bandwidth",
+        },
+        ms,
+        d.layers,
+      );
     }
     for (const p0 of [0, ...o.depths.filter((x) => x > 0)]) {
       if (p0 + chunk > ctxMax) continue;
@@ -154,7 +225,17 @@ export async function measureKernels(
       });
       const pairs = chunk * p0 + (chunk * (chunk + 1)) / 2;
       const bytes = (p0 + chunk) * 2 * d.nkv * d.hd * ab + 2 * chunk * d.nq * d.hd * ab;
-      add({ family: "attention_prefill", what: `${chunk} rows at depth ${p0}`, bytes, flops: 4 * d.nq * d.hd * pairs, bound: "compute" }, ms, few.length);
+      add(
+        {
+          family: "attention_prefill",
+          what: `${chunk} rows at depth ${p0}`,
+          bytes,
+          flops: 4 * d.nq * d.hd * pairs,
+          bound: "compute",
+        },
+        ms,
+        few.length,
+      );
     }
   } finally {
     await gpu.device.queue.onSubmittedWorkDone();

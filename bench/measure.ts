@@ -6,6 +6,7 @@
  */
 import { Engine } from "../src/engine/engine.ts";
 import type { KvCacheType } from "../src/engine/kv_pool.ts";
+import type { ProfileOverrides } from "../src/gpu/profile.ts";
 import { Scheduler, type SchedulerEvent } from "../src/engine/scheduler.ts";
 import { SyntheticModelSource } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
@@ -26,6 +27,8 @@ export interface LoadOptions {
   seed?: number;
   /** KV cache element type (default the engine's, act). */
   kvCache?: KvCacheType;
+  /** Kernel profile changes (src/gpu/profile.ts). */
+  profile?: ProfileOverrides;
 }
 
 export interface Loaded {
@@ -42,7 +45,7 @@ export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded
     maxBatch: o.maxBatch ?? 1,
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
-    gpuOptions: { f16: !o.f32 },
+    gpuOptions: { f16: !o.f32, profile: o.profile },
     kvCache: o.kvCache,
     warmup: false,
   };
@@ -136,7 +139,9 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
   const sched = new Scheduler(engine, { stepsPerSubmit: o.stepsPerSubmit, headStart: o.headStart });
   const events = new Map<number, { processed: number; total: number; t: number }[]>();
   sched.listeners.add((e: SchedulerEvent) => {
-    if (e.type === "prefill") events.get(e.id)?.push({ processed: e.processed, total: e.total, t: performance.now() });
+    if (e.type === "prefill") {
+      events.get(e.id)?.push({ processed: e.processed, total: e.total, t: performance.now() });
+    }
   });
   const V = engine.config.dims.vocab;
   const ttft = new Map<number, number[]>();
@@ -157,8 +162,15 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
           if (len > C) len = C + ((len - 1) % C) + 1;
           maxTokens = Math.min(maxTokens, 3);
         }
-        o.log?.(`  ${measured ? "run" : "warm-up"} ${run + 1}/${o.warmup + o.runs}: prompt ${len}, ${maxTokens} new`);
-        const gen = sched.submit({ prompt: randomIds(len, V, o.seed * 1000003 + run * 7919 + r.len), maxTokens });
+        o.log?.(
+          `  ${measured ? "run" : "warm-up"} ${run + 1}/${
+            o.warmup + o.runs
+          }: prompt ${len}, ${maxTokens} new`,
+        );
+        const gen = sched.submit({
+          prompt: randomIds(len, V, o.seed * 1000003 + run * 7919 + r.len),
+          maxTokens,
+        });
         events.set(gen.id, []);
         const res = await gen.result;
         if (res.error) throw res.error;
@@ -174,7 +186,9 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
         }
         if (r.depth !== null) {
           if (res.completionTokens !== maxTokens) {
-            throw new Error(`depth ${r.depth}: ${res.completionTokens} of ${maxTokens} tokens (${res.finishReason})`);
+            throw new Error(
+              `depth ${r.depth}: ${res.completionTokens} of ${maxTokens} tokens (${res.finishReason})`,
+            );
           }
           push(dtps, r.depth, res.decodeTps);
         }
@@ -191,9 +205,18 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
   }
   const fig = (xs: number[]): Figure => ({ value: median(xs), runs: xs });
   return {
-    prefill: o.prompts.map((n) => ({ tokens: n, tps: fig(ptps.get(n) ?? []), ttftMs: fig(ttft.get(n) ?? []) })),
+    prefill: o.prompts.map((n) => ({
+      tokens: n,
+      tps: fig(ptps.get(n) ?? []),
+      ttftMs: fig(ttft.get(n) ?? []),
+    })),
     decode: o.depths.map((d) => ({ depth: d, tokens: o.decodeTokens, tps: fig(dtps.get(d) ?? []) })),
-    prefillAtDepth: [...atDepth.entries()].map(([depth, a]) => ({ depth, from: a.from, to: a.to, tps: fig(a.tps) })),
+    prefillAtDepth: [...atDepth.entries()].map(([depth, a]) => ({
+      depth,
+      from: a.from,
+      to: a.to,
+      tps: fig(a.tps),
+    })),
     warmupTtftMs,
     stepsPerSubmit: sched.stepsPerSubmit,
     prefillChunk: engine.soloPrefillChunk,
@@ -206,7 +229,9 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
  * the GPU time of as many chunks as lie between them. The last non-final event is left out (the chunk
  * after it is the final one, which may be short and is read at once for the first token).
  */
-function chunkRate(ev: { processed: number; total: number; t: number }[]): { from: number; to: number; tps: number } | null {
+function chunkRate(
+  ev: { processed: number; total: number; t: number }[],
+): { from: number; to: number; tps: number } | null {
   const mid = ev.filter((e) => e.processed < e.total);
   if (mid.length < 3) return null;
   // The last ≥ 2048 tokens before the final chunk (4 chunks of 512, one of 2048): the rate near full depth.
@@ -216,5 +241,9 @@ function chunkRate(ev: { processed: number; total: number; t: number }[]): { fro
   const a = mid[ai];
   if (b.t <= a.t) return null;
   const chunk = mid[1].processed - mid[0].processed;
-  return { from: a.processed + chunk, to: b.processed + chunk, tps: (b.processed - a.processed) / ((b.t - a.t) / 1000) };
+  return {
+    from: a.processed + chunk,
+    to: b.processed + chunk,
+    tps: (b.processed - a.processed) / ((b.t - a.t) / 1000),
+  };
 }

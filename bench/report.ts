@@ -65,8 +65,12 @@ const f0 = (x: number | undefined) => {
   return a >= 100 || a === 0 ? Math.round(x).toLocaleString("en-US") : a >= 10 ? x.toFixed(1) : x.toFixed(2);
 };
 const f1 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : x.toFixed(1));
-const pct = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? "–" : `${(100 * x).toFixed(0)}%`);
-const gib = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
+const pct = (
+  x: number | undefined,
+) => (x === undefined || !Number.isFinite(x) ? "–" : `${(100 * x).toFixed(0)}%`);
+const gib = (
+  b: number,
+) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
 
 export function kTok(n: number): string {
   return n >= 1024 && n % 1024 === 0 ? `${n / 1024}k` : String(n);
@@ -76,7 +80,10 @@ export function kTok(n: number): string {
  * A prefill-at-depth bar (llama.cpp's pp512 at depth d: 512 tokens from position d) applies to the measured
  * chunk window that holds position d, not to a shallower one (a 16k prompt's window is 12k–14k).
  */
-export function atDepth(b: { prefillAtDepth: Record<number, number> } | undefined, p: { from: number; to: number }): number | undefined {
+export function atDepth(
+  b: { prefillAtDepth: Record<number, number> } | undefined,
+  p: { from: number; to: number },
+): number | undefined {
   const d = Object.keys(b?.prefillAtDepth ?? {}).map(Number).find((d) => p.from <= d && d < p.to);
   return d === undefined ? undefined : b!.prefillAtDepth[d];
 }
@@ -86,12 +93,22 @@ export function markdown(r: BenchResult): string {
   const out: string[] = [];
   const c = r.ceilings;
   out.push(`# Flint benchmark — ${r.machine.adapter}`, "");
-  out.push(`\`${r.command}\`  `, `${r.date}; ${Object.entries(r.settings).map(([k, v]) => `${k} ${v}`).join(", ")}`, "");
+  out.push(
+    `\`${r.command}\`  `,
+    `${r.date}; ${Object.entries(r.settings).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+    "",
+  );
   if (c) {
     out.push(
-      `Ceilings measured in this run (src/lab/probes.ts): streaming read **${f0(c.readGBs)} GB/s** (workgroup ${c.lab.readWG}), ` +
-        `tiled matmul **${f0(c.lab.f32GFlops)} GFLOP/s** f32, ${f0(c.lab.f16GFlops ?? undefined)} f16 (the roofline uses the faster), ` +
-        `**${f0(c.lab.int8GOps ?? undefined)} GOP/s** int8 with integer dot products (for the int8-x linears); ` +
+      `Ceilings measured in this run (src/lab/probes.ts): streaming read **${
+        f0(c.readGBs)
+      } GB/s** (workgroup ${c.lab.readWG}), ` +
+        `tiled matmul **${f0(c.lab.f32GFlops)} GFLOP/s** f32, ${
+          f0(c.lab.f16GFlops ?? undefined)
+        } f16 (the roofline uses the faster), ` +
+        `**${
+          f0(c.lab.int8GOps ?? undefined)
+        } GOP/s** int8 with integer dot products (for the int8-x linears); ` +
         `timing by ${c.lab.method}.`,
       "",
     );
@@ -100,35 +117,80 @@ export function markdown(r: BenchResult): string {
     const b = m.baseline;
     const bar = m.bar;
     out.push(
-      `## ${m.model} (${m.source}; ${m.quantization}; ${gib(m.cost.linearBytes)} of weights read per token at depth 0)`,
+      `## ${m.model} (${m.source}; ${m.quantization}; ${
+        gib(m.cost.linearBytes)
+      } of weights read per token at depth 0)`,
       "",
       `hidden ${m.dims.hidden}, ${m.dims.layers} layers, ${m.dims.nq}/${m.dims.nkv} heads × ${m.dims.hd}, MLP ${m.dims.intermediate}, ` +
         `vocab ${m.dims.vocab}; context window ${m.contextWindow}; batch 1; prefill chunk ${m.e2e.prefillChunk}, ` +
-        `${m.e2e.stepsPerSubmit} decode steps per submit.` + (b?.error ? ` PyTorch baseline: **not run** (${b.error}).` : b ? ` PyTorch: ${b.framework}, ${b.cache} cache, ${b.attn}.` : ""),
+        `${m.e2e.stepsPerSubmit} decode steps per submit.` + (b?.error
+          ? ` PyTorch baseline: **not run** (${b.error}).`
+          : b
+          ? ` PyTorch: ${b.framework}, ${b.cache} cache, ${b.attn}.`
+          : ""),
       "",
       "| figure | Flint | roofline | of roofline | PyTorch bf16 | Flint ÷ PyTorch | llama.cpp | target |",
       "|---|--:|--:|--:|--:|--:|--:|--:|",
     );
-    const row = (label: string, ours: number, roof?: RooflineRow, torch?: number, lc?: number, target?: number) => {
+    const row = (
+      label: string,
+      ours: number,
+      roof?: RooflineRow,
+      torch?: number,
+      lc?: number,
+      target?: number,
+    ) => {
       const ratio = torch ? `${(ours / torch).toFixed(2)}×` : "–";
       const t = target ? `${f0(target)} ${ours >= target ? "✓" : "✗"}` : "–";
-      out.push(`| ${label} | ${f0(ours)} | ${f0(roof?.ceilingTps)} | ${pct(roof?.fraction)} | ${f0(torch)} | ${ratio} | ${f0(lc)} | ${t} |`);
+      out.push(
+        `| ${label} | ${f0(ours)} | ${f0(roof?.ceilingTps)} | ${pct(roof?.fraction)} | ${
+          f0(torch)
+        } | ${ratio} | ${f0(lc)} | ${t} |`,
+      );
     };
     out.push(`| load (ms) | ${f0(m.loadMs)} | | | ${b?.load_s ? f0(b.load_s * 1000) : "–"} | | | |`);
     out.push(`| first-run compile (ms) | ${f0(m.compileMs)} | | | | | | |`);
     for (const [i, p] of m.e2e.prefill.entries()) {
-      const bt = b?.prefill?.find((x) => x.tokens === p.tokens);
-      row(`prefill ${kTok(p.tokens)} (tok/s)`, p.tps.value, m.roofline.prefill[i], bt?.tps, bar?.llamacpp.prefill[p.tokens], bar?.target.prefill[p.tokens]);
+      const bt = b?.prefill?.find((x) =>
+        x.tokens === p.tokens
+      );
+      row(
+        `prefill ${kTok(p.tokens)} (tok/s)`,
+        p.tps.value,
+        m.roofline.prefill[i],
+        bt?.tps,
+        bar?.llamacpp.prefill[p.tokens],
+        bar?.target.prefill[p.tokens],
+      );
       out.push(`| TTFT ${kTok(p.tokens)} (ms) | ${f0(p.ttftMs.value)} | | | ${f0(bt?.ttft_ms)} | | | |`);
     }
     for (const [i, p] of m.e2e.prefillAtDepth.entries()) {
-      row(`prefill at ${kTok(p.from)}–${kTok(p.to)} (tok/s)`, p.tps.value, m.roofline.prefillAtDepth[i], undefined, atDepth(bar?.llamacpp, p), atDepth(bar?.target, p));
+      row(
+        `prefill at ${kTok(p.from)}–${kTok(p.to)} (tok/s)`,
+        p.tps.value,
+        m.roofline.prefillAtDepth[i],
+        undefined,
+        atDepth(bar?.llamacpp, p),
+        atDepth(bar?.target, p),
+      );
     }
     for (const [i, d] of m.e2e.decode.entries()) {
       const bt = b?.decode?.find((x) => x.depth === d.depth);
-      row(`decode ${d.tokens} at depth ${kTok(d.depth)} (tok/s)`, d.tps.value, m.roofline.decode[i], bt?.tps, bar?.llamacpp.decode[d.depth], bar?.target.decode[d.depth]);
+      row(
+        `decode ${d.tokens} at depth ${kTok(d.depth)} (tok/s)`,
+        d.tps.value,
+        m.roofline.decode[i],
+        bt?.tps,
+        bar?.llamacpp.decode[d.depth],
+        bar?.target.decode[d.depth],
+      );
     }
-    out.push(`| peak GPU memory | ${gib(m.memory.peak)} | | | ${b?.peak_memory_bytes ? gib(b.peak_memory_bytes) : "–"} | | | |`, "");
+    out.push(
+      `| peak GPU memory | ${gib(m.memory.peak)} | | | ${
+        b?.peak_memory_bytes ? gib(b.peak_memory_bytes) : "–"
+      } | | | |`,
+      "",
+    );
     if (m.kernels.length) {
       // What the measured kernels alone allow: the rest of a decode step's time is other kernels and the loop.
       const gemv = m.kernels.filter((k) => k.family === "matmul_vec")
@@ -137,14 +199,24 @@ export function markdown(r: BenchResult): string {
         const att = m.kernels.find((k) => k.family === "attention_decode" && k.what === `depth ${d.depth}`);
         const us = gemv + (att ? att.us * m.dims.layers : 0);
         out.push(
-          `Decode at depth ${kTok(d.depth)}: GEMVs ${f1(gemv / 1000)} ms` + (att ? ` + attention ${f1((att.us * m.dims.layers) / 1000)} ms` : "") +
-            ` per token → at most ${f0(1e6 / us)} tok/s from these kernels alone; measured ${f0(d.tps.value)} tok/s.  `,
+          `Decode at depth ${kTok(d.depth)}: GEMVs ${f1(gemv / 1000)} ms` +
+            (att ? ` + attention ${f1((att.us * m.dims.layers) / 1000)} ms` : "") +
+            ` per token → at most ${f0(1e6 / us)} tok/s from these kernels alone; measured ${
+              f0(d.tps.value)
+            } tok/s.  `,
         );
       }
       out.push("");
-      out.push("| kernel family | shape | µs / call | GB/s | GFLOP/s | of ceiling |", "|---|---|--:|--:|--:|--:|");
+      out.push(
+        "| kernel family | shape | µs / call | GB/s | GFLOP/s | of ceiling |",
+        "|---|---|--:|--:|--:|--:|",
+      );
       for (const k of m.kernels) {
-        out.push(`| ${k.family} | ${k.what} | ${f1(k.us)} | ${f0(k.GBs)} | ${f0(k.GFLOPs)} | ${pct(k.ofCeiling)} (${k.bound === "bandwidth" ? "read" : k.int8 ? "int8 matmul" : "matmul"}) |`);
+        out.push(
+          `| ${k.family} | ${k.what} | ${f1(k.us)} | ${f0(k.GBs)} | ${f0(k.GFLOPs)} | ${pct(k.ofCeiling)} (${
+            k.bound === "bandwidth" ? "read" : k.int8 ? "int8 matmul" : "matmul"
+          }) |`,
+        );
       }
       out.push("");
     }
@@ -172,10 +244,35 @@ export function svgChart(r: BenchResult): string {
   for (const m of r.models) {
     const b = m.baseline;
     const bar = m.bar;
-    const pre = [...m.e2e.prefill.map((p) => ({ l: `${kTok(p.tokens)} prompt`, v: p.tps.value, t: b?.prefill?.find((x) => x.tokens === p.tokens)?.tps, lc: bar?.llamacpp.prefill[p.tokens], tg: bar?.target.prefill[p.tokens] })),
-      ...m.e2e.prefillAtDepth.map((p) => ({ l: `at ${kTok(p.from)}–${kTok(p.to)}`, v: p.tps.value, t: undefined, lc: atDepth(bar?.llamacpp, p), tg: atDepth(bar?.target, p) }))];
-    const dec = m.e2e.decode.map((d) => ({ l: `depth ${kTok(d.depth)}`, v: d.tps.value, t: b?.decode?.find((x) => x.depth === d.depth)?.tps, lc: bar?.llamacpp.decode[d.depth], tg: bar?.target.decode[d.depth] }));
-    for (const [title, rows] of [[`${m.model}: prefill tok/s`, pre], [`${m.model}: decode tok/s (batch 1)`, dec]] as const) {
+    const pre = [
+      ...m.e2e.prefill.map((p) => ({
+        l: `${kTok(p.tokens)} prompt`,
+        v: p.tps.value,
+        t: b?.prefill?.find((x) => x.tokens === p.tokens)?.tps,
+        lc: bar?.llamacpp.prefill[p.tokens],
+        tg: bar?.target.prefill[p.tokens],
+      })),
+      ...m.e2e.prefillAtDepth.map((p) => ({
+        l: `at ${kTok(p.from)}–${kTok(p.to)}`,
+        v: p.tps.value,
+        t: undefined,
+        lc: atDepth(bar?.llamacpp, p),
+        tg: atDepth(bar?.target, p),
+      })),
+    ];
+    const dec = m.e2e.decode.map((d) => ({
+      l: `depth ${kTok(d.depth)}`,
+      v: d.tps.value,
+      t: b?.decode?.find((x) => x.depth === d.depth)?.tps,
+      lc: bar?.llamacpp.decode[d.depth],
+      tg: bar?.target.decode[d.depth],
+    }));
+    for (
+      const [title, rows] of [[`${m.model}: prefill tok/s`, pre], [
+        `${m.model}: decode tok/s (batch 1)`,
+        dec,
+      ]] as const
+    ) {
       panels.push({
         title,
         cats: rows.map((x) => x.l),
@@ -193,19 +290,38 @@ export function svgChart(r: BenchResult): string {
   const H = 60 + Math.ceil(panels.length / cols) * PH;
   const el: string[] = [];
   const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;");
-  el.push(`<text x="12" y="22" font-size="15" font-weight="bold">${esc(`Flint benchmark — ${r.machine.adapter}`)}</text>`);
+  el.push(
+    `<text x="12" y="22" font-size="15" font-weight="bold">${
+      esc(`Flint benchmark — ${r.machine.adapter}`)
+    }</text>`,
+  );
   let lx = 12;
-  for (const [n, c] of [["Flint", "#e4572e"], ["PyTorch bf16 (HF generate)", "#4c72b0"], ["llama.cpp Vulkan (issue bar)", "#8c8c8c"]]) {
-    el.push(`<rect x="${lx}" y="31" width="12" height="12" fill="${c}"/><text x="${lx + 16}" y="41" font-size="11">${esc(n)}</text>`);
+  for (
+    const [n, c] of [["Flint", "#e4572e"], ["PyTorch bf16 (HF generate)", "#4c72b0"], [
+      "llama.cpp Vulkan (issue bar)",
+      "#8c8c8c",
+    ]]
+  ) {
+    el.push(
+      `<rect x="${lx}" y="31" width="12" height="12" fill="${c}"/><text x="${
+        lx + 16
+      }" y="41" font-size="11">${esc(n)}</text>`,
+    );
     lx += 26 + n.length * 6;
   }
-  el.push(`<line x1="${lx}" y1="37" x2="${lx + 16}" y2="37" stroke="#222" stroke-dasharray="3,2"/><text x="${lx + 20}" y="41" font-size="11">target</text>`);
+  el.push(
+    `<line x1="${lx}" y1="37" x2="${lx + 16}" y2="37" stroke="#222" stroke-dasharray="3,2"/><text x="${
+      lx + 20
+    }" y="41" font-size="11">target</text>`,
+  );
   panels.forEach((p, i) => {
     const ox = (i % cols) * pw + 50;
     const oy = 60 + Math.floor(i / cols) * PH;
     const w = pw - 70;
     const h = PH - 70;
-    const all = [...p.series.flatMap((s) => s.values), ...p.targets].filter((v): v is number => v !== undefined && Number.isFinite(v));
+    const all = [...p.series.flatMap((s) => s.values), ...p.targets].filter((v): v is number =>
+      v !== undefined && Number.isFinite(v)
+    );
     const max = niceMax(Math.max(1, ...all));
     const y = (v: number) => oy + 20 + h - (v / max) * h;
     el.push(`<text x="${ox}" y="${oy + 12}" font-size="12" font-weight="bold">${esc(p.title)}</text>`);
@@ -222,12 +338,30 @@ export function svgChart(r: BenchResult): string {
         const v = s.values[ci];
         if (v === undefined || !Number.isFinite(v)) return;
         const x = gx + si * bw;
-        el.push(`<rect x="${x.toFixed(1)}" y="${y(v).toFixed(1)}" width="${(bw - 1).toFixed(1)}" height="${(oy + 20 + h - y(v)).toFixed(1)}" fill="${s.color}"><title>${esc(`${s.name}, ${cat}: ${f0(v)}`)}</title></rect>`);
-        el.push(`<text x="${(x + bw / 2).toFixed(1)}" y="${(y(v) - 3).toFixed(1)}" font-size="8" text-anchor="middle">${f0(v)}</text>`);
+        el.push(
+          `<rect x="${x.toFixed(1)}" y="${y(v).toFixed(1)}" width="${(bw - 1).toFixed(1)}" height="${
+            (oy + 20 + h - y(v)).toFixed(1)
+          }" fill="${s.color}"><title>${esc(`${s.name}, ${cat}: ${f0(v)}`)}</title></rect>`,
+        );
+        el.push(
+          `<text x="${(x + bw / 2).toFixed(1)}" y="${
+            (y(v) - 3).toFixed(1)
+          }" font-size="8" text-anchor="middle">${f0(v)}</text>`,
+        );
       });
       const t = p.targets[ci];
-      if (t !== undefined) el.push(`<line x1="${gx.toFixed(1)}" y1="${y(t).toFixed(1)}" x2="${(gx + gw * 0.8).toFixed(1)}" y2="${y(t).toFixed(1)}" stroke="#222" stroke-dasharray="3,2"><title>target ${f0(t)}</title></line>`);
-      el.push(`<text x="${(gx + gw * 0.4).toFixed(1)}" y="${oy + h + 34}" font-size="10" text-anchor="middle">${esc(cat)}</text>`);
+      if (t !== undefined) {
+        el.push(
+          `<line x1="${gx.toFixed(1)}" y1="${y(t).toFixed(1)}" x2="${(gx + gw * 0.8).toFixed(1)}" y2="${
+            y(t).toFixed(1)
+          }" stroke="#222" stroke-dasharray="3,2"><title>target ${f0(t)}</title></line>`,
+        );
+      }
+      el.push(
+        `<text x="${(gx + gw * 0.4).toFixed(1)}" y="${oy + h + 34}" font-size="10" text-anchor="middle">${
+          esc(cat)
+        }</text>`,
+      );
     });
     el.push(`<line x1="${ox}" y1="${oy + 20 + h}" x2="${ox + w}" y2="${oy + 20 + h}" stroke="#444"/>`);
   });

@@ -9,7 +9,7 @@
 import type { Engine } from "../src/engine/engine.ts";
 import type { Linear, WeightFormat } from "../src/ops/linear.ts";
 import { bitsPerWeight } from "../src/ops/linear.ts";
-import { usesX8 } from "../src/ops/matmul.ts";
+import { usesInt8X } from "../src/ops/matmul.ts";
 
 export interface ModelCost {
   /** Weights of all linear layers incl. the LM head, in parameters and bytes (as stored). */
@@ -41,7 +41,7 @@ export function modelCost(engine: Engine): ModelCost {
       seen.add(o);
       params += o.N * o.K;
       bytes += (o.N * o.K * bitsPerWeight(o.format)) / 8;
-      if (usesX8(engine.gpu.info, o, "tiled")) x8 += o.N * o.K;
+      if (usesInt8X(engine.gpu, o, "tiled")) x8 += o.N * o.K;
       return;
     }
     for (const v of Array.isArray(o) ? o : Object.values(o)) visit(v);
@@ -58,21 +58,29 @@ export function modelCost(engine: Engine): ModelCost {
     const b = (n * bitsPerWeight(p.w.format)) / 8;
     headParams += n;
     headBytes += b;
-    if (p.w !== embed && usesX8(engine.gpu.info, p.w, "tiled")) x8 -= n;   // the head is not the body
+    if (p.w !== embed && usesInt8X(engine.gpu, p.w, "tiled")) x8 -= n; // the head is not the body
     if (p.w === embed) {
       params += n;
       bytes += b;
     }
   }
   return {
-    linearParams: params, linearBytes: bytes, headParams, headBytes, x8Params: x8,
-    kvBytesPerToken: d.layers * engine.kv.bytesPerPage / engine.kv.shape.pageSize, layers: d.layers, nq: d.nq, hd: d.hd,
+    linearParams: params,
+    linearBytes: bytes,
+    headParams,
+    headBytes,
+    x8Params: x8,
+    kvBytesPerToken: d.layers * engine.kv.bytesPerPage / engine.kv.shape.pageSize,
+    layers: d.layers,
+    nq: d.nq,
+    hd: d.hd,
   };
 }
 
 function isLinear(o: object): o is Linear {
   const l = o as Linear;
-  return typeof l.N === "number" && typeof l.K === "number" && Array.isArray(l.shards) && !!(l.format as WeightFormat)?.kind;
+  return typeof l.N === "number" && typeof l.K === "number" && Array.isArray(l.shards) &&
+    !!(l.format as WeightFormat)?.kind;
 }
 
 /** Bytes a decode step reads at context `depth`. */
@@ -92,7 +100,12 @@ export function prefillFlops(c: ModelCost, n: number, p0 = 0): number {
  * The prefill roofline, tokens/s: the int8-x linears' FLOPs at the int8 matmul rate (`int8` GOP/s, when the
  * probe ran), everything else (attention, f32-x linears, the head) at the f32/f16 matmul rate.
  */
-export function prefillCeilingTps(c: ModelCost, n: number, p0: number, rates: { matmul: number; int8: number | null }): number {
+export function prefillCeilingTps(
+  c: ModelCost,
+  n: number,
+  p0: number,
+  rates: { matmul: number; int8: number | null },
+): number {
   const all = prefillFlops(c, n, p0);
   const x8 = rates.int8 ? 2 * c.x8Params : 0;
   return 1 / (x8 / (rates.int8 ?? 1) + (all - x8) / rates.matmul);
@@ -109,8 +122,18 @@ export interface Bar {
 /** The issue's bar (H200, batch 1): llama.cpp Vulkan measurements and our targets, by model name. */
 export const BARS: Record<string, { llamacpp: Bar; target: Bar }> = {
   "qwen3-4b": {
-    llamacpp: { source: "llama.cpp Vulkan, H200", decode: { 0: 315, 16384: 213 }, prefill: { 512: 14400 }, prefillAtDepth: { 16384: 7400 } },
-    target: { source: "target", decode: { 0: 400, 16384: 280 }, prefill: { 512: 5000 }, prefillAtDepth: { 16384: 3000 } },
+    llamacpp: {
+      source: "llama.cpp Vulkan, H200",
+      decode: { 0: 315, 16384: 213 },
+      prefill: { 512: 14400 },
+      prefillAtDepth: { 16384: 7400 },
+    },
+    target: {
+      source: "target",
+      decode: { 0: 400, 16384: 280 },
+      prefill: { 512: 5000 },
+      prefillAtDepth: { 16384: 3000 },
+    },
   },
   "flint-coder-19m-mlx-4bit": {
     llamacpp: { source: "llama.cpp Vulkan, H200", decode: { 0: 1280 }, prefill: {}, prefillAtDepth: {} },

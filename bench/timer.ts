@@ -1,6 +1,6 @@
 /**
  * GPU time of a dispatch list, run many times in one compute pass. Under Deno every wait on the queue costs
- * ~10 ms whatever it waits for (../shared/notes/webgpu-on-deno.md), so one dispatch per wait measures the
+ * ~10 ms whatever it waits for, so one dispatch per wait measures the
  * wait. With `timestamp-query` the pass is timed on the GPU; without it, wall-clock runs of r and 2r
  * repetitions are differenced, which cancels the fixed cost of the wait.
  * @module
@@ -44,7 +44,10 @@ export class GpuTimer {
     // Scratch of the benchmark, not of the engine: made outside the memory ledger so the peak stays the engine's.
     if (gpu.info.timestamps && !opts.wall) {
       this.#query = d.createQuerySet({ type: "timestamp", count: 2 });
-      this.#resolve = d.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+      this.#resolve = d.createBuffer({
+        size: 16,
+        usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+      });
       this.#read = d.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     } else {
       this.#query = this.#resolve = this.#read = null;
@@ -64,11 +67,14 @@ export class GpuTimer {
     // Encoding costs ~3 µs per dispatch: cap the pass at ~20k dispatches.
     const cap = Math.min(this.maxReps, Math.max(1, Math.floor(20000 / Math.max(1, list.length))));
     let reps: number;
-    if (this.#timestamps) reps = Math.max(1, Math.min(cap, Math.ceil(this.targetMs / Math.max(one.gpu!, 1e-3))));
-    else {
+    if (this.#timestamps) {
+      reps = Math.max(1, Math.min(cap, Math.ceil(this.targetMs / Math.max(one.gpu!, 1e-3))));
+    } else {
       // The wall clock of one run is mostly the wait: grow until the work itself fills the target.
       reps = 1;
-      while (reps < cap && (await this.#run(list, step, reps)).wall - one.wall < this.targetMs) reps = Math.min(cap, reps * 4);
+      while (reps < cap && (await this.#run(list, step, reps)).wall - one.wall < this.targetMs) {
+        reps = Math.min(cap, reps * 4);
+      }
     }
     const samples: number[] = [];
     for (let i = 0; i < this.samples; i++) {
@@ -76,7 +82,11 @@ export class GpuTimer {
         const r = await this.#run(list, step, reps);
         // A long pass whose timestamps disagree with the wall clock: the counter is not in ns here.
         if (r.wall > 40 && (r.gpu! < 0.5 * r.wall || r.gpu! > 1.05 * r.wall)) {
-          console.error(`[bench] timestamps say ${r.gpu!.toFixed(1)} ms for a ${r.wall.toFixed(1)} ms pass; using wall-clock timing`);
+          console.error(
+            `[bench] timestamps say ${r.gpu!.toFixed(1)} ms for a ${
+              r.wall.toFixed(1)
+            } ms pass; using wall-clock timing`,
+          );
           this.#timestamps = false;
           return await this.time(list, step);
         }
@@ -91,13 +101,19 @@ export class GpuTimer {
   }
 
   /** Milliseconds for `reps` executions: GPU time of the pass (with timestamps) and wall time to completion. */
-  async #run(list: readonly Dispatch[], step: StepShape, reps: number): Promise<{ gpu: number | null; wall: number }> {
+  async #run(
+    list: readonly Dispatch[],
+    step: StepShape,
+    reps: number,
+  ): Promise<{ gpu: number | null; wall: number }> {
     const d = this.gpu.device;
     const ts = this.#timestamps;
     const enc = d.createCommandEncoder({ label: "bench" });
     const pass = enc.beginComputePass({
       label: "bench",
-      timestampWrites: ts ? { querySet: this.#query!, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } : undefined,
+      timestampWrites: ts
+        ? { querySet: this.#query!, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 }
+        : undefined,
     });
     for (let r = 0; r < reps; r++) encodeDispatches(pass, list, step);
     pass.end();

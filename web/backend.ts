@@ -43,5 +43,10 @@ export interface ReplyStats {
 export interface ChatBackend {
   /** Shown above the transcript: model name and where it runs. */
   readonly label: string;
-  reply(turns: ChatTurn[], sampling: Sampling, handlers: ReplyHandlers, signal: AbortSignal): Promise<ReplyStats>;
+  reply(
+    turns: ChatTurn[],
+    sampling: Sampling,
+    handlers: ReplyHandlers,
+    signal: AbortSignal,
+  ): Promise<ReplyStats>;
 }

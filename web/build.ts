@@ -66,5 +66,7 @@ if (import.meta.main) {
   const t0 = performance.now();
   const files = await buildWeb(out, { minify });
   const kb = Math.round((await Deno.stat(`${out.replace(/\/?$/, "/")}app.js`)).size / 1024);
-  console.log(`built ${files.length} files into ${out} (app.js ${kb} KB) in ${Math.round(performance.now() - t0)} ms`);
+  console.log(
+    `built ${files.length} files into ${out} (app.js ${kb} KB) in ${Math.round(performance.now() - t0)} ms`,
+  );
 }

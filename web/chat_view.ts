@@ -40,8 +40,13 @@ export class Transcript {
   addAssistant(label: string): AssistantMessage {
     const body = h("div", { class: "body" });
     const meta = h("div", { class: "meta" }, h("span", { class: "typing", "aria-label": "generating" }));
-    const el = h("article", { class: "msg assistant", "data-state": "streaming", "aria-label": label },
-      h("div", { class: "who" }, label), body, meta);
+    const el = h(
+      "article",
+      { class: "msg assistant", "data-state": "streaming", "aria-label": label },
+      h("div", { class: "who" }, label),
+      body,
+      meta,
+    );
     this.#add(el);
     return new AssistantMessage(el, body, meta, () => this.#stick());
   }
@@ -66,7 +71,12 @@ export class Transcript {
 export class AssistantMessage {
   text = "";
   #frame = 0;
-  constructor(readonly el: HTMLElement, readonly body: HTMLElement, readonly meta: HTMLElement, readonly scroll: () => void) {}
+  constructor(
+    readonly el: HTMLElement,
+    readonly body: HTMLElement,
+    readonly meta: HTMLElement,
+    readonly scroll: () => void,
+  ) {}
 
   append(text: string): void {
     this.text += text;

@@ -7,7 +7,11 @@ type Child = Node | string | null | undefined | false;
 type Attrs = Record<string, string | number | boolean | ((e: any) => void) | undefined>;
 
 /** `h("button", { class: "primary", onclick: f }, "Send")`; `on*` keys become listeners. */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Attrs = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;
@@ -27,11 +31,24 @@ export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
 }
 
 /** A dismissable notice at the top of the page ("error" stays until closed, "info" too). */
-export function notice(box: HTMLElement, kind: "error" | "info" | "warn", text: string, key?: string): HTMLElement {
+export function notice(
+  box: HTMLElement,
+  kind: "error" | "info" | "warn",
+  text: string,
+  key?: string,
+): HTMLElement {
   if (key) box.querySelector(`[data-key="${key}"]`)?.remove();
-  const el = h("div", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status", "data-key": key },
+  const el = h(
+    "div",
+    { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status", "data-key": key },
     h("span", {}, text),
-    h("button", { type: "button", class: "close", "aria-label": "Dismiss", onclick: () => el.remove() }, "×"));
+    h("button", {
+      type: "button",
+      class: "close",
+      "aria-label": "Dismiss",
+      onclick: () => el.remove(),
+    }, "×"),
+  );
   box.append(el);
   return el;
 }

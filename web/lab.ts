@@ -30,11 +30,24 @@ class Lab {
   running = false;
 
   async start(): Promise<void> {
-    byId("kernels").replaceChildren(...CASES.map((c) =>
-      h("li", {}, h("button", { type: "button", "data-kernel": c.files[0], onclick: () => this.select(c) },
-        h("span", {}, c.files[0].replace(/\.wgsl$/, "")),
-        c.files.length > 1 ? h("span", { class: "file" }, `+${c.files.length - 1}`) : null))
-    ));
+    byId("kernels").replaceChildren(
+      ...CASES.map((c) =>
+        h(
+          "li",
+          {},
+          h(
+            "button",
+            {
+              type: "button",
+              "data-kernel": c.files[0],
+              onclick: () => this.select(c),
+            },
+            h("span", {}, c.files[0].replace(/\.wgsl$/, "")),
+            c.files.length > 1 ? h("span", { class: "file" }, `+${c.files.length - 1}`) : null,
+          ),
+        )
+      ),
+    );
     byId("run").addEventListener("click", () => this.run());
     byId("reset").addEventListener("click", () => this.reset());
     byId("preset").addEventListener("change", () => this.fillShape());
@@ -55,7 +68,9 @@ class Lab {
     try {
       this.gpu = await Gpu.create();
       const g = this.gpu.info;
-      byId("gpu-status").textContent = `${g.adapter} · ${g.f16 ? "f16" : "f32"}${g.subgroups ? " · subgroups" : ""}`;
+      byId("gpu-status").textContent = `${g.adapter} · ${g.f16 ? "f16" : "f32"}${
+        g.subgroups ? " · subgroups" : ""
+      }`;
       byId("gpu-status").dataset.kind = "ok";
     } catch (e) {
       byId("gpu-status").textContent = "no WebGPU";
@@ -82,8 +97,11 @@ class Lab {
   }
 
   fillShape(): void {
-    const preset = byId<HTMLSelectElement>("preset").value === "defaults" ? this.kernel.defaults : this.kernel.small;
-    this.shape.value = Object.entries({ ...this.kernel.defaults, ...preset }).map(([k, v]) => `${k}=${v}`).join(",");
+    const preset = byId<HTMLSelectElement>("preset").value === "defaults"
+      ? this.kernel.defaults
+      : this.kernel.small;
+    this.shape.value = Object.entries({ ...this.kernel.defaults, ...preset }).map(([k, v]) => `${k}=${v}`)
+      .join(",");
   }
 
   async show(file: string): Promise<void> {
@@ -101,7 +119,9 @@ class Lab {
   }
 
   markEdited(): void {
-    const edited = this.kernel.files.filter((f) => this.edits.has(f) && this.edits.get(f) !== this.originals.get(f));
+    const edited = this.kernel.files.filter((f) =>
+      this.edits.has(f) && this.edits.get(f) !== this.originals.get(f)
+    );
     byId("edited").textContent = edited.length ? `edited: ${edited.join(", ")}` : "shipped shader";
   }
 
@@ -114,11 +134,16 @@ class Lab {
     const gpu = this.gpu, c = this.kernel;
     try {
       const shape: Shape = resolveShape(c, parseShape(this.shape.value));
-      const iters = Math.max(1, Math.min(200, Math.floor(Number(byId<HTMLInputElement>("iters").value) || 10)));
+      const iters = Math.max(
+        1,
+        Math.min(200, Math.floor(Number(byId<HTMLInputElement>("iters").value) || 10)),
+      );
       const edited = c.files.filter((f) => this.edits.has(f) && this.edits.get(f) !== this.originals.get(f));
       // Every edited file of the case is swapped in for both phases, then the shipped text is put back.
       const withEdits = <T>(fn: () => Promise<T>, i = 0): Promise<T> =>
-        i === edited.length ? fn() : withShader(gpu, edited[i], this.edits.get(edited[i])!, () => withEdits(fn, i + 1));
+        i === edited.length
+          ? fn()
+          : withShader(gpu, edited[i], this.edits.get(edited[i])!, () => withEdits(fn, i + 1));
       const check = await withEdits(() => runCase(gpu, c, { shape, seed: SEED, iters: 0 }));
       if (!check.ok) return this.render(check, "fail");
       this.result.replaceChildren(h("span", { class: "hint" }, `Correct. Timing ${iters} runs…`));
@@ -137,20 +162,39 @@ class Lab {
   /** Renders a report: verdict, per-output comparison, and the timing (only for a pass). */
   render(r: BenchReport, state: "pass" | "fail"): void {
     this.result.dataset.state = state;
-    const parts: Node[] = [h("div", { class: "verdict" },
-      state === "pass"
-        ? `PASS: matches the float64 reference (${r.act} activations, seed ${r.seed})`
-        : "FAIL: does not match the float64 reference, so it was not timed")];
+    const parts: Node[] = [
+      h(
+        "div",
+        { class: "verdict" },
+        state === "pass"
+          ? `PASS: matches the float64 reference (${r.act} activations, seed ${r.seed})`
+          : "FAIL: does not match the float64 reference, so it was not timed",
+      ),
+    ];
     if (r.timing) {
       const ms = r.timing.medianMs;
       const row = (k: string, v: string) => h("tr", {}, h("th", {}, k), h("td", {}, v));
-      parts.push(h("table", {},
-        row("median", `${fmt(ms)} ms per run (${r.timing.samples.length} runs, ${r.timing.method === "timestamps" ? "GPU timestamps" : "wall clock"})`),
-        row("memory", `${fmt(r.cost.bytes / 1e6)} MB → ${fmt(r.cost.bytes / (ms * 1e6))} GB/s`),
-        r.cost.flops ? row("compute", `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(r.cost.flops / (ms * 1e6))} GFLOP/s`) : null));
+      parts.push(
+        h(
+          "table",
+          {},
+          row(
+            "median",
+            `${fmt(ms)} ms per run (${r.timing.samples.length} runs, ${
+              r.timing.method === "timestamps" ? "GPU timestamps" : "wall clock"
+            })`,
+          ),
+          row("memory", `${fmt(r.cost.bytes / 1e6)} MB → ${fmt(r.cost.bytes / (ms * 1e6))} GB/s`),
+          r.cost.flops
+            ? row("compute", `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(r.cost.flops / (ms * 1e6))} GFLOP/s`)
+            : null,
+        ),
+      );
       this.result.dataset.ms = String(ms);
     }
-    const text = [...r.outputs.map(describeReport), ...r.deviceErrors.map((e) => `device error: ${e}`)].join("\n");
+    const text = [...r.outputs.map(describeReport), ...r.deviceErrors.map((e) => `device error: ${e}`)].join(
+      "\n",
+    );
     parts.push(h("pre", {}, text));
     this.result.replaceChildren(...parts);
   }

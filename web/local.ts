@@ -42,7 +42,9 @@ export class LocalModel implements ChatBackend {
 
   get label(): string {
     const g = this.engine.gpu.info;
-    return `${this.engine.info.name} · ${g.adapter} · ${g.f16 ? "f16" : "f32"}${this.engine.kv.scales ? " · 8-bit KV" : ""}`;
+    return `${this.engine.info.name} · ${g.adapter} · ${g.f16 ? "f16" : "f32"}${
+      this.engine.kv.scales ? " · 8-bit KV" : ""
+    }`;
   }
 
   /**
@@ -87,7 +89,9 @@ export class LocalModel implements ChatBackend {
     const tok = this.engine.tokenizer;
     if (!tok) throw new TokenizerError(`${this.engine.info.name} has no tokenizer.json: it cannot chat`);
     // Base models without a chat template continue the conversation as plain text.
-    const text = tok.hasChatTemplate ? tok.applyChatTemplate(turns.map((t) => ({ ...t }))) : turns.map((t) => t.content).join("\n\n");
+    const text = tok.hasChatTemplate
+      ? tok.applyChatTemplate(turns.map((t) => ({ ...t })))
+      : turns.map((t) => t.content).join("\n\n");
     const prompt = tok.encode(text);
     const room = this.engine.contextWindow - prompt.length;
     const gen = this.#sched.submit({

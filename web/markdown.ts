@@ -70,9 +70,12 @@ function codeBlock(code: string, lang: string): HTMLElement {
     copy.textContent = "Copied";
     setTimeout(() => (copy.textContent = "Copy"), 1200);
   });
-  return h("div", { class: "codeblock" },
+  return h(
+    "div",
+    { class: "codeblock" },
     h("div", { class: "codehead" }, h("span", {}, lang || "code"), copy),
-    h("pre", {}, h("code", {}, ...highlight(code))));
+    h("pre", {}, h("code", {}, ...highlight(code))),
+  );
 }
 
 const KEYWORDS = new Set(
@@ -86,7 +89,8 @@ const KEYWORDS = new Set(
 /** Comments, strings, numbers and keywords as spans; everything else as text. Language-agnostic on purpose. */
 function highlight(code: string): Node[] {
   const out: Node[] = [];
-  const re = /(#[^\n]*|\/\/[^\n]*|\/\*[\s\S]*?\*\/)|("""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|\b(\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?)\b|\b([A-Za-z_]\w*)\b/g;
+  const re =
+    /(#[^\n]*|\/\/[^\n]*|\/\*[\s\S]*?\*\/)|("""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|\b(\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?)\b|\b([A-Za-z_]\w*)\b/g;
   let last = 0;
   for (const m of code.matchAll(re)) {
     const cls = m[1] ? "c" : m[2] ? "s" : m[3] ? "n" : KEYWORDS.has(m[4]) ? "k" : null;

@@ -62,7 +62,9 @@ export class ModelsPanel {
     const models = await listCachedModels();
     const cur = this.hooks.current();
     this.#list.replaceChildren(
-      ...(models.length ? models.map((m) => this.#item(m, m.name === cur)) : [h("li", { class: "empty" }, "No models saved yet.")]),
+      ...(models.length
+        ? models.map((m) => this.#item(m, m.name === cur))
+        : [h("li", { class: "empty" }, "No models saved yet.")]),
     );
     await this.#showStorage(models.length > 0);
     return models;
@@ -107,19 +109,34 @@ export class ModelsPanel {
 
   #item(m: CachedModel, active: boolean): HTMLLIElement {
     const when = new Date(m.savedAt).toLocaleDateString(undefined, { month: "short", day: "numeric" });
-    return h("li", { class: active ? "active" : undefined },
+    return h(
+      "li",
+      { class: active ? "active" : undefined },
+      h(
+        "button",
+        {
+          type: "button",
+          class: "model",
+          title: `Load ${m.name}`,
+          "aria-current": active ? "true" : undefined,
+          onclick: () => this.loadCached(m.name),
+        },
+        h("span", { class: "name" }, m.name),
+        h("span", { class: "size" }, `${formatBytes(m.bytes)} · ${m.files} files · ${when}`),
+      ),
       h("button", {
-        type: "button", class: "model", title: `Load ${m.name}`, "aria-current": active ? "true" : undefined,
-        onclick: () => this.loadCached(m.name),
-      }, h("span", { class: "name" }, m.name), h("span", { class: "size" }, `${formatBytes(m.bytes)} · ${m.files} files · ${when}`)),
-      h("button", {
-        type: "button", class: "icon", title: `Delete ${m.name} from this browser`, "aria-label": `Delete ${m.name}`,
-        onclick: () => this.#run(async () => {
-          if (!confirm(`Delete ${m.name} (${formatBytes(m.bytes)}) from this browser?`)) return;
-          await deleteCachedModel(m.name);
-          await this.refresh();
-        }),
-      }, "×"));
+        type: "button",
+        class: "icon",
+        title: `Delete ${m.name} from this browser`,
+        "aria-label": `Delete ${m.name}`,
+        onclick: () =>
+          this.#run(async () => {
+            if (!confirm(`Delete ${m.name} (${formatBytes(m.bytes)}) from this browser?`)) return;
+            await deleteCachedModel(m.name);
+            await this.refresh();
+          }),
+      }, "×"),
+    );
   }
 
   async #run(f: () => Promise<void>): Promise<void> {

@@ -18,10 +18,12 @@
 //            out   (R, nq·hd) f32                 (rows with a single split)
 // Grid: (n rows, nkv · ceil(G/4), splits); splits = ceil(longest KV / SPLIT); splits past a row's length
 // exit at once. Workgroup: WG lanes = KG key groups × L lanes, L = HD/8. A group walks keys grp, grp+KG, ...
-// two at a time in one pass: its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the four heads' dot
-// products across the group (one vec4 shuffle), and keep the four online softmaxes as vec4s (per-head state
-// in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group states are then
-// merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
+// two at a time in one pass: its lanes each load 8 dims of the K and V rows (16 B, coalesced), sum the four
+// heads' dot products across the group (one vec4 shuffle), and keep the four online softmaxes as vec4s
+// (per-head state in named vec4s, not arrays: arrays indexed in loops end up in local memory). The KG group
+// states are then merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
+// FOUR_KEYS_PER_STEP (subgroups; f16 or q8 cache): four keys per step from raw cache words instead
+// (lib/decode_keys4.wgsl), and rows past params.long_len take splits of 2·SPLIT keys.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -63,7 +65,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> q: array<act>;
 @group(0) @binding(3) var<storage, read> pages: array<u32>;
-// KV_ACCESS: read_write for ROPE (it writes the new K/V), and for the `kvrw` benchmark probe; read otherwise.
+// KV_ACCESS: read_write under ROPE (it writes the new K/V), read otherwise.
 #ifdef KV8
 @group(0) @binding(4) var<storage, {{KV_ACCESS}}> kv: array<vec2<u32>>;
 @group(0) @binding(11) var<storage, {{KV_ACCESS}}> kvs: array<f32>;
@@ -153,7 +155,7 @@ fn take(slot: u32, lane: u32) -> St {
 #include "lib/rope.wgsl"
 #include "lib/decode_rope.wgsl"
 #endif
-#ifdef KEYS4
+#ifdef FOUR_KEYS_PER_STEP
 #include "lib/decode_keys4.wgsl"
 #endif
 #include "lib/decode_split.wgsl"
@@ -218,7 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // behind them; the split holding it loads after writing it.
   let pos = row.pos;
   let own_k = s == pos / split;
-#ifdef KEYS4
+#ifdef FOUR_KEYS_PER_STEP
   var nx: Pre4;
   if (!own_k) { nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff); }
 #else
@@ -235,7 +237,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
   prepare(r, h, g0, grp, lane, lid, pos, own_k, sm_pages[min(pos / ps - p0, 63u)] * pstride + hoff + (pos % ps) * HD, pvoff);
   if (own_k) {
-#ifdef KEYS4
+#ifdef FOUR_KEYS_PER_STEP
     nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff);
 #else
     kna = kv8(kba);
@@ -254,7 +256,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let q1 = q8(qbase + min(g0 + 1u, G - 1u) * HD);
   let q2 = q8(qbase + min(g0 + 2u, G - 1u) * HD);
   let q3 = q8(qbase + min(g0 + 3u, G - 1u) * HD);
-#ifdef KEYS4
+#ifdef FOUR_KEYS_PER_STEP
   let nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff);
 #else
   var kna = kv8(kba);
@@ -264,7 +266,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
 #endif
   let sc = params.scale;
-#ifdef KEYS4
+#ifdef FOUR_KEYS_PER_STEP
   st = walk4(st, nx, q0, q1, q2, q3, j0, nj, p0, grp, pstride, hoff, pvoff, sc);
 #else
   for (var t0 = 0u; t0 < nj; t0 += 2u * KG) {

@@ -1,7 +1,8 @@
 // Causal attention for a prefill segment (rows row0 .. row0+S−1 of one sequence, consecutive positions),
 // tiled with an online softmax so memory does not grow with the prompt (flash attention):
 //   out[i, qh] = Σ_{j ≤ pos_i} softmax_j(q_i,qh · k_j · scale) · v_j,   K/V read through the page table
-// (the segment's own K/V were written by rope.wgsl before this runs).
+// (the segment's own K/V were written by rope.wgsl before this runs). Head dims 128 and 64 on f16 P·V with
+// subgroups take attention_prefill_quad.wgsl instead.
 // Bindings:  rows  (R) step rows: pos, slot
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
@@ -10,203 +11,224 @@
 // Grid: (ceil(S / BQ), nkv). A workgroup holds 2·QV query vectors (QV = WG/L lane groups of L = HD/(4·NV4)
 // lanes, two vectors per group, 4·NV4 ≤ 32 dims per lane in registers): BQ positions × the G query heads
 // of one kv head. It walks key tiles of BK from 0 to its last position: the tile is loaded once into
-// workgroup memory as f32 (rows padded by one vec4 per 8 so a group's lanes read distinct banks), then each
-// lane group runs an online softmax over the tile for both its vectors, two keys per step (PKEYS4: four,
-// lib/prefill_keys4.wgsl; PKEYS8 with HPV: eight, lib/prefill_keys8.wgsl); dots are summed over the group's
-// L lanes by subgroup shuffles. Per-lane state is named vec4s, never arrays (those go to local memory).
-// PACKED (f16 cache): the tile is copied as the cache's f16 words (16-byte loads, half the workgroup memory
-// and half its reads per FMA) and unpacked to f32 at use, rows padded by one vec4 per lane's PV = NV4/2; the
-// same f32 values meet the same float ops in the same order, so the bits equal the f32 tile's.
-// Tile loads: lib/prefill_tile.wgsl (PF, with PACKED or QK8 + HPV: the next tile in registers meanwhile).
-// KV8 (8-bit cache): the tile load dequantizes 4 codes per u32 into the f32 tile. QK8 (with KV8, 32 dims per
-// lane): q·k on integer dot products over the K tile's codes (lib/prefill_qk8.wgsl); V as under KV8, or
-// with HPV (and VPK: the V tile in PACKED's layout) rounded to f16, its P·V summed in f16 per step's keys.
-// HPV also serves the f16 cache (PACKED; its V tile: the cache's values). QUAD (HPV, HD 128 or 64, subgroups):
-// four vectors per group of HD/16 lanes, main: lib/prefill_quad.wgsl (HQK there: f16 q·k, K tile as f16).
+// workgroup memory (lib/prefill_tile.wgsl), then each lane group runs an online softmax over the tile for
+// both its vectors, four keys per step (F16_PV: eight, the f16 P·V partial summing all eight before it meets
+// the f32 state); dots are summed over the group's L lanes by subgroup shuffles (LANE_SUBGROUP) or through
+// workgroup memory. Keys are grouped from multiples of four (eight) in every tile and masked keys leave the
+// state bit-for-bit unchanged, so a row's bits do not depend on the tile or segment shape. Per-lane state is
+// named vec4s, never arrays (those go to local memory).
+// Tiles (variants: lib/prefill.wgsl): f32 rows padded by one vec4 per 8 so a group's lanes read distinct
+// banks; F16_TILES: the cache's f16 words, unpacked to f32 at use (the same values meet the same float
+// ops), rows padded by one 16-byte unit per lane's PV = NV4/2; INT8_QK: K codes (lib/prefill_qk8.wgsl).
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
 #endif
+#include "lib/prefill.wgsl"
+#include "lib/prefill_tile.wgsl"
+#ifdef INT8_QK
+#include "lib/prefill_qk8.wgsl"
+#endif
 
-override HD: u32 = 128;
-override G: u32 = 1;
-override BK: u32 = 32;       // keys per tile (even)
-override WG: u32 = 256;
-const NV4: u32 = {{NV4}}u;   // vec4s of the head per lane: 2, 4 or 8
-override L: u32 = HD / (4u * NV4);  // lanes per query vector
-override QV: u32 = WG / L;   // query vectors per workgroup
-override BQ: u32 = 1;        // positions per workgroup (BQ·G ≤ 2·QV)
-override H4: u32 = HD / 4u;  // vec4s per head row
-override RS: u32 = H4 + H4 / 8u;  // padded vec4s per tile row
-
-struct Params {
-  row0: u32,       // first step row of the segment
-  S: u32,          // rows in the segment
-  nq: u32,         // query heads
-  nkv: u32,        // kv heads
-  ps: u32,         // page size (tokens)
-  max_pages: u32,  // page-table row length
-  scale: f32,      // softmax scale
-}
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> rows: array<Row>;
-@group(0) @binding(2) var<storage, read> q: array<act>;
-@group(0) @binding(3) var<storage, read> pages: array<u32>;
-#ifdef KV8
-@group(0) @binding(4) var<storage, read> kv: array<u32>;
-@group(0) @binding(6) var<storage, read> kvs: array<f32>;
-#elif PACKED
-@group(0) @binding(4) var<storage, read> kv: array<vec4<u32>>;
-#else
-@group(0) @binding(4) var<storage, read> kv: array<act>;
-#endif
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-
-#ifdef VPK
-const PV: u32 = NV4 / 2u;               // packed vec4s (8 dims each) per lane
-override H8: u32 = HD / 8u;             // packed vec4s per head row
-#ifdef QUAD
-override PRS: u32 = H8;                 // unpadded (units swizzled: at())
-#else
-override PRS: u32 = H8 + H8 / PV;       // padded packed vec4s per tile row
-#endif
-#ifdef HPV
-// HPV: the V tile as f16 values, eight (dims 8j .. 8j+7) per position in one Hh: one 16-byte read (as two
-// vec4<f16> arrays it took two 8-byte reads; H200, q8: 15.7 → 14.2 ms per 4B layer at depth 12k).
-struct Hh { x: vec4<f16>, y: vec4<f16> }
-var<workgroup> vs: array<Hh, BK * PRS>;
-fn vh(i: u32) -> Hh { return vs[i]; }
-fn vput(i: u32, x: vec4<f32>, y: vec4<f32>) { vs[i] = Hh(vec4<f16>(x), vec4<f16>(y)); }
-#else
-var<workgroup> vs: array<vec4<u32>, BK * PRS>;
-#endif
-#ifdef HQK
-var<workgroup> ks: array<Hh, BK * PRS>;  // HQK (QUAD, f16 cache): K as f16 values for f16 q·k
-#elif PACKED
-var<workgroup> ks: array<vec4<u32>, BK * PRS>;
-#endif
-#ifdef QUAD
-// Position of packed vec4 d8 of tile row t (lib/prefill_quad.wgsl: the lanes of a quarter-warp read units
-// 2ℓ + j of rows four apart; flipping bit 0 by bit 3 puts them in 8 distinct bank groups).
-fn at(t: u32, d8: u32) -> u32 { return t * PRS + (d8 ^ ((d8 >> 3u) & 1u)); }
-#else
-// Padded position of packed vec4 d8 of tile row t.
+#ifdef F16_PV
+override PRS: u32 = H8 + H8 / PV;       // padded 16-byte units per tile row
+// Padded position of 16-byte unit d8 of tile row t.
 fn at(t: u32, d8: u32) -> u32 { return t * PRS + d8 + d8 / PV; }
-#endif
-fn lo8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.x), unpack2x16float(k.y)); }
-fn hi8(k: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(k.z), unpack2x16float(k.w)); }
 #else
-#ifndef QK8
-var<workgroup> ks: array<vec4<f32>, BK * RS>;
-#endif
-var<workgroup> vs: array<vec4<f32>, BK * RS>;
+// Padded position of vec4 d4 of tile row t.
+fn at(t: u32, d4: u32) -> u32 { return t * RS + d4 + d4 / 8u; }
 #endif
 #ifndef LANE_SUBGROUP
 var<workgroup> sm_dot: array<vec4<f32>, WG>;
 #endif
 
-// Element offset of key j's row in kv head h of the sequence whose page-table row starts at prow.
-fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
-  let ps = params.ps;
-  return pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD;
-}
-
-#include "lib/prefill_tile.wgsl"
-
-#ifndef VPK
-fn ld4(e: u32) -> vec4<f32> {
-#ifdef KV8
-  return kv8_unpack(kv[e / 4u], kvs[e / QB]);
-#else
-  return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
-#endif
-}
-// Padded position of vec4 d4 of tile row t.
-fn at(t: u32, d4: u32) -> u32 { return t * RS + d4 + d4 / 8u; }
-#endif
-
-// A lane's slice of one head vector (4·NV4 dims).
-struct Hv { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
-
-fn qload(o: u32, s: f32) -> Hv {
-  var h: Hv;
-  h.v0 = vec4<f32>(f32(q[o]), f32(q[o + 1u]), f32(q[o + 2u]), f32(q[o + 3u])) * s;
-  h.v1 = vec4<f32>(f32(q[o + 4u]), f32(q[o + 5u]), f32(q[o + 6u]), f32(q[o + 7u])) * s;
-#if NV4GE4
-  h.v2 = vec4<f32>(f32(q[o + 8u]), f32(q[o + 9u]), f32(q[o + 10u]), f32(q[o + 11u])) * s;
-  h.v3 = vec4<f32>(f32(q[o + 12u]), f32(q[o + 13u]), f32(q[o + 14u]), f32(q[o + 15u])) * s;
-#endif
-#if NV4GE8
-  h.v4 = vec4<f32>(f32(q[o + 16u]), f32(q[o + 17u]), f32(q[o + 18u]), f32(q[o + 19u])) * s;
-  h.v5 = vec4<f32>(f32(q[o + 20u]), f32(q[o + 21u]), f32(q[o + 22u]), f32(q[o + 23u])) * s;
-  h.v6 = vec4<f32>(f32(q[o + 24u]), f32(q[o + 25u]), f32(q[o + 26u]), f32(q[o + 27u])) * s;
-  h.v7 = vec4<f32>(f32(q[o + 28u]), f32(q[o + 29u]), f32(q[o + 30u]), f32(q[o + 31u])) * s;
-#endif
-  return h;
-}
-
-// Dims 8j .. 8j+7 of this lane's slice of the K (V) tile row starting at padded index b, as f32: two vec4s
-// of the f32 tile, or one packed vec4 unpacked (each word read once). krow / vrow, kdot2: lib/prefill_rows.
+// Dims 8j .. 8j+7 of this lane's slice of a K (V) tile row starting at padded index b, as f32: two vec4s
+// of the f32 tile, or one 16-byte unit of f16 words unpacked (each word read once).
 struct Two { a: vec4<f32>, b: vec4<f32> }
-#ifdef QK8
-#include "lib/prefill_qk8.wgsl"
+#ifndef INT8_QK
+#ifdef F16_TILES
+fn krow(b: u32, j: u32) -> Two { let p = ks[b + j]; return Two(lo8(p), hi8(p)); }
+#else
+fn krow(b: u32, j: u32) -> Two { return Two(ks[b + 2u * j], ks[b + 2u * j + 1u]); }
 #endif
-#include "lib/prefill_rows.wgsl"
+
+// Partial q·k of both query vectors over this lane's dims, for the k row starting at padded index kb: fused
+// multiply-adds in two chains (even and odd vec4s of the lane's dims) added at the end, one instruction per
+// product (dot() and an add take five per four).
+fn fd(d: vec2<f32>, qa: vec4<f32>, qb: vec4<f32>, k: vec4<f32>) -> vec2<f32> {
+  return fma(vec2<f32>(qa.w, qb.w), vec2<f32>(k.w), fma(vec2<f32>(qa.z, qb.z), vec2<f32>(k.z),
+         fma(vec2<f32>(qa.y, qb.y), vec2<f32>(k.y), fma(vec2<f32>(qa.x, qb.x), vec2<f32>(k.x), d))));
+}
+fn kdot2(qa: Hv, qb: Hv, kb: u32) -> vec2<f32> {
+  var k = krow(kb, 0u);
+  var e = fd(vec2<f32>(0.0), qa.v0, qb.v0, k.a);
+  var o = fd(vec2<f32>(0.0), qa.v1, qb.v1, k.b);
+#ifdef LANE_16_DIMS
+  k = krow(kb, 1u);
+  e = fd(e, qa.v2, qb.v2, k.a);
+  o = fd(o, qa.v3, qb.v3, k.b);
+#endif
+#ifdef LANE_32_DIMS
+  k = krow(kb, 2u);
+  e = fd(e, qa.v4, qb.v4, k.a);
+  o = fd(o, qa.v5, qb.v5, k.b);
+  k = krow(kb, 3u);
+  e = fd(e, qa.v6, qb.v6, k.a);
+  o = fd(o, qa.v7, qb.v7, k.b);
+#endif
+  return e + o;
+}
+fn score2(qa: Hv, qb: Hv, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2(qa, qb, r); }
+#else
+fn score2(qa: Q8, qb: Q8, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2q(qa, qb, t, lane); }
+#endif
+
 // Online-softmax state of one query vector.
 struct Soft { m: f32, l: f32, o: Hv }
 struct Pair { a: Soft, b: Soft }
 
-// (new max, rescale of the old state, weight of key a, weight of key b) for scores da, db (−inf when
-// masked). Key 0 is always visible, so the running max is finite from the first pair on.
-fn weights(m: f32, da: f32, db: f32) -> vec4<f32> {
-  let mn = max(m, max(da, db));
-  return vec4<f32>(mn, exp(m - mn), exp(da - mn), exp(db - mn));
+#ifdef F16_PV
+// Eight keys per step: the f16 P·V partial of a query vector sums eight keys (packed f16 FMAs, two dims per
+// instruction, no unpacking) before it is converted and added to the f32 state, and the state is rescaled
+// once per eight keys. The partial carries f16 rounding of eight products (p ≤ 1), not the running sum.
+struct Part { a: Two, b: Two }
+
+struct W8 { mn: f32, c: f32, p: vec4<f32>, q: vec4<f32> }
+
+// New max, rescale of the old state, and the weights of keys 0–3 (p) and 4–7 (q) (masked: −3e38, weight 0).
+fn weights8(m: f32, lo: vec4<f32>, hi: vec4<f32>) -> W8 {
+  let x = max(lo, hi);
+  let mn = max(m, max(max(x.x, x.y), max(x.z, x.w)));
+  return W8(mn, exp(m - mn), exp(lo - vec4<f32>(mn)), exp(hi - vec4<f32>(mn)));
 }
 
-// Adds two keys (V rows at padded indices ra, rb) to both query vectors' states; each V value is read from
-// workgroup memory once for both.
-fn step2(s: Pair, wa: vec4<f32>, wb: vec4<f32>, ra: u32, rb: u32) -> Pair {
+fn sum8h(x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>, x4: vec4<f16>, x5: vec4<f16>, x6: vec4<f16>,
+         x7: vec4<f16>, h: vec4<f16>, k: vec4<f16>) -> vec4<f16> {
+  return fma(x7, vec4<f16>(k.w), fma(x6, vec4<f16>(k.z), fma(x5, vec4<f16>(k.y), fma(x4, vec4<f16>(k.x),
+         fma(x3, vec4<f16>(h.w), fma(x2, vec4<f16>(h.z), fma(x1, vec4<f16>(h.y), x0 * vec4<f16>(h.x))))))));
+}
+
+// Both vectors' partials of 8 dims (packed position j of the rows r (keys 0–3), u (keys 4–7)), each V value
+// read once for both.
+fn part8(r: vec4<u32>, u: vec4<u32>, j: u32, ha: vec4<f16>, ka: vec4<f16>, hb: vec4<f16>, kb: vec4<f16>) -> Part {
+  let p0 = vh(r.x + j);
+  let p1 = vh(r.y + j);
+  let p2 = vh(r.z + j);
+  let p3 = vh(r.w + j);
+  let p4 = vh(u.x + j);
+  let p5 = vh(u.y + j);
+  let p6 = vh(u.z + j);
+  let p7 = vh(u.w + j);
+  return Part(Two(vec4<f32>(sum8h(p0.x, p1.x, p2.x, p3.x, p4.x, p5.x, p6.x, p7.x, ha, ka)),
+                  vec4<f32>(sum8h(p0.y, p1.y, p2.y, p3.y, p4.y, p5.y, p6.y, p7.y, ha, ka))),
+              Two(vec4<f32>(sum8h(p0.x, p1.x, p2.x, p3.x, p4.x, p5.x, p6.x, p7.x, hb, kb)),
+                  vec4<f32>(sum8h(p0.y, p1.y, p2.y, p3.y, p4.y, p5.y, p6.y, p7.y, hb, kb))));
+}
+
+fn step8(s: Pair, wa: W8, wb: W8, r: vec4<u32>, u: vec4<u32>) -> Pair {
+  var o: Pair;
+  o.a.m = wa.mn;
+  o.b.m = wb.mn;
+  o.a.l = s.a.l * wa.c + ((wa.p.x + wa.p.y) + (wa.p.z + wa.p.w)) + ((wa.q.x + wa.q.y) + (wa.q.z + wa.q.w));
+  o.b.l = s.b.l * wb.c + ((wb.p.x + wb.p.y) + (wb.p.z + wb.p.w)) + ((wb.q.x + wb.q.y) + (wb.q.z + wb.q.w));
+  let ha = vec4<f16>(wa.p);
+  let ka = vec4<f16>(wa.q);
+  let hb = vec4<f16>(wb.p);
+  let kb = vec4<f16>(wb.q);
+  var t = part8(r, u, 0u, ha, ka, hb, kb);
+  o.a.o.v0 = s.a.o.v0 * wa.c + t.a.a;
+  o.a.o.v1 = s.a.o.v1 * wa.c + t.a.b;
+  o.b.o.v0 = s.b.o.v0 * wb.c + t.b.a;
+  o.b.o.v1 = s.b.o.v1 * wb.c + t.b.b;
+#ifdef LANE_16_DIMS
+  t = part8(r, u, 1u, ha, ka, hb, kb);
+  o.a.o.v2 = s.a.o.v2 * wa.c + t.a.a;
+  o.a.o.v3 = s.a.o.v3 * wa.c + t.a.b;
+  o.b.o.v2 = s.b.o.v2 * wb.c + t.b.a;
+  o.b.o.v3 = s.b.o.v3 * wb.c + t.b.b;
+#endif
+#ifdef LANE_32_DIMS
+  t = part8(r, u, 2u, ha, ka, hb, kb);
+  o.a.o.v4 = s.a.o.v4 * wa.c + t.a.a;
+  o.a.o.v5 = s.a.o.v5 * wa.c + t.a.b;
+  o.b.o.v4 = s.b.o.v4 * wb.c + t.b.a;
+  o.b.o.v5 = s.b.o.v5 * wb.c + t.b.b;
+  t = part8(r, u, 3u, ha, ka, hb, kb);
+  o.a.o.v6 = s.a.o.v6 * wa.c + t.a.a;
+  o.a.o.v7 = s.a.o.v7 * wa.c + t.a.b;
+  o.b.o.v6 = s.b.o.v6 * wb.c + t.b.a;
+  o.b.o.v7 = s.b.o.v7 * wb.c + t.b.b;
+#endif
+  return o;
+}
+#else
+// Four keys per step: each query vector's state (its 4·NV4 dims of o) is rescaled once per four keys.
+// V tile reader of the f32 tile.
+fn vrow(b: u32, j: u32) -> Two { return Two(vs[b + 2u * j], vs[b + 2u * j + 1u]); }
+
+// New max, rescale of the old state, and the four keys' weights (masked keys score −3e38: weight 0).
+struct W4 { mn: f32, c: f32, p: vec4<f32> }
+
+fn weights4(m: f32, d: vec4<f32>) -> W4 {
+  let mn = max(m, max(max(d.x, d.y), max(d.z, d.w)));
+  return W4(mn, exp(m - mn), exp(d - vec4<f32>(mn)));
+}
+
+// Both vectors' new max and sum of weights (their o is set by the step).
+fn ml4(s: Pair, wa: W4, wb: W4) -> Pair {
   var r: Pair;
-  r.a.m = wa.x;
-  r.b.m = wb.x;
-  r.a.l = s.a.l * wa.y + wa.z + wa.w;
-  r.b.l = s.b.l * wb.y + wb.z + wb.w;
-  var v = vrow(ra, 0u);
-  var u = vrow(rb, 0u);
-  r.a.o.v0 = s.a.o.v0 * wa.y + wa.z * v.a + wa.w * u.a;
-  r.b.o.v0 = s.b.o.v0 * wb.y + wb.z * v.a + wb.w * u.a;
-  r.a.o.v1 = s.a.o.v1 * wa.y + wa.z * v.b + wa.w * u.b;
-  r.b.o.v1 = s.b.o.v1 * wb.y + wb.z * v.b + wb.w * u.b;
-#if NV4GE4
-  v = vrow(ra, 1u);
-  u = vrow(rb, 1u);
-  r.a.o.v2 = s.a.o.v2 * wa.y + wa.z * v.a + wa.w * u.a;
-  r.b.o.v2 = s.b.o.v2 * wb.y + wb.z * v.a + wb.w * u.a;
-  r.a.o.v3 = s.a.o.v3 * wa.y + wa.z * v.b + wa.w * u.b;
-  r.b.o.v3 = s.b.o.v3 * wb.y + wb.z * v.b + wb.w * u.b;
-#endif
-#if NV4GE8
-  v = vrow(ra, 2u);
-  u = vrow(rb, 2u);
-  r.a.o.v4 = s.a.o.v4 * wa.y + wa.z * v.a + wa.w * u.a;
-  r.b.o.v4 = s.b.o.v4 * wb.y + wb.z * v.a + wb.w * u.a;
-  r.a.o.v5 = s.a.o.v5 * wa.y + wa.z * v.b + wa.w * u.b;
-  r.b.o.v5 = s.b.o.v5 * wb.y + wb.z * v.b + wb.w * u.b;
-  v = vrow(ra, 3u);
-  u = vrow(rb, 3u);
-  r.a.o.v6 = s.a.o.v6 * wa.y + wa.z * v.a + wa.w * u.a;
-  r.b.o.v6 = s.b.o.v6 * wb.y + wb.z * v.a + wb.w * u.a;
-  r.a.o.v7 = s.a.o.v7 * wa.y + wa.z * v.b + wa.w * u.b;
-  r.b.o.v7 = s.b.o.v7 * wb.y + wb.z * v.b + wb.w * u.b;
-#endif
+  r.a.m = wa.mn;
+  r.b.m = wb.mn;
+  r.a.l = s.a.l * wa.c + (wa.p.x + wa.p.y) + (wa.p.z + wa.p.w);
+  r.b.l = s.b.l * wb.c + (wb.p.x + wb.p.y) + (wb.p.z + wb.p.w);
   return r;
 }
 
-#ifdef PKEYS4
-#include "lib/prefill_keys4.wgsl"
+fn upd4(o: vec4<f32>, w: W4, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>) -> vec4<f32> {
+  return o * w.c + w.p.x * x0 + w.p.y * x1 + w.p.z * x2 + w.p.w * x3;
+}
+
+// Adds four keys (V rows at padded indices r0..r3) to both query vectors' states.
+fn step4(s: Pair, wa: W4, wb: W4, r0: u32, r1: u32, r2: u32, r3: u32) -> Pair {
+  var r = ml4(s, wa, wb);
+  var x0 = vrow(r0, 0u);
+  var x1 = vrow(r1, 0u);
+  var x2 = vrow(r2, 0u);
+  var x3 = vrow(r3, 0u);
+  r.a.o.v0 = upd4(s.a.o.v0, wa, x0.a, x1.a, x2.a, x3.a);
+  r.b.o.v0 = upd4(s.b.o.v0, wb, x0.a, x1.a, x2.a, x3.a);
+  r.a.o.v1 = upd4(s.a.o.v1, wa, x0.b, x1.b, x2.b, x3.b);
+  r.b.o.v1 = upd4(s.b.o.v1, wb, x0.b, x1.b, x2.b, x3.b);
+#ifdef LANE_16_DIMS
+  x0 = vrow(r0, 1u);
+  x1 = vrow(r1, 1u);
+  x2 = vrow(r2, 1u);
+  x3 = vrow(r3, 1u);
+  r.a.o.v2 = upd4(s.a.o.v2, wa, x0.a, x1.a, x2.a, x3.a);
+  r.b.o.v2 = upd4(s.b.o.v2, wb, x0.a, x1.a, x2.a, x3.a);
+  r.a.o.v3 = upd4(s.a.o.v3, wa, x0.b, x1.b, x2.b, x3.b);
+  r.b.o.v3 = upd4(s.b.o.v3, wb, x0.b, x1.b, x2.b, x3.b);
 #endif
-#ifdef PKEYS8
-#include "lib/prefill_keys8.wgsl"
+#ifdef LANE_32_DIMS
+  x0 = vrow(r0, 2u);
+  x1 = vrow(r1, 2u);
+  x2 = vrow(r2, 2u);
+  x3 = vrow(r3, 2u);
+  r.a.o.v4 = upd4(s.a.o.v4, wa, x0.a, x1.a, x2.a, x3.a);
+  r.b.o.v4 = upd4(s.b.o.v4, wb, x0.a, x1.a, x2.a, x3.a);
+  r.a.o.v5 = upd4(s.a.o.v5, wa, x0.b, x1.b, x2.b, x3.b);
+  r.b.o.v5 = upd4(s.b.o.v5, wb, x0.b, x1.b, x2.b, x3.b);
+  x0 = vrow(r0, 3u);
+  x1 = vrow(r1, 3u);
+  x2 = vrow(r2, 3u);
+  x3 = vrow(r3, 3u);
+  r.a.o.v6 = upd4(s.a.o.v6, wa, x0.a, x1.a, x2.a, x3.a);
+  r.b.o.v6 = upd4(s.b.o.v6, wb, x0.a, x1.a, x2.a, x3.a);
+  r.a.o.v7 = upd4(s.a.o.v7, wa, x0.b, x1.b, x2.b, x3.b);
+  r.b.o.v7 = upd4(s.b.o.v7, wb, x0.b, x1.b, x2.b, x3.b);
+#endif
+  return r;
+}
 #endif
 
 fn emit(row: u32, qh: u32, b: u32, s: Soft) {
@@ -220,18 +242,12 @@ fn emit(row: u32, qh: u32, b: u32, s: Soft) {
 
 // Padded index of this lane's slice of tile row t (`off`: its offset in a row).
 fn trow(t: u32, off: u32) -> u32 {
-#ifdef VPK
+#ifdef F16_PV
   return t * PRS + off;
 #else
   return t * RS + off;
 #endif
 }
-
-#ifdef QK8
-fn score2(qa: Q8, qb: Q8, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2q(qa, qb, t, lane); }
-#else
-fn score2(qa: Hv, qb: Hv, t: u32, r: u32, lane: u32) -> vec2<f32> { return kdot2(qa, qb, r); }
-#endif
 
 #ifndef LANE_SUBGROUP
 // Sum of a group's L partial dot products, through workgroup memory.
@@ -245,9 +261,6 @@ fn group_sum(d: vec4<f32>, lid: u32, grp: u32) -> vec4<f32> {
 }
 #endif
 
-#ifdef QUAD
-#include "lib/prefill_quad.wgsl"
-#else
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let h = wid.y;
@@ -267,7 +280,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let grp = lid / L;
   let lane = lid % L;
   let b = lane * NV4;              // first vec4 of this lane's dims
-#ifdef VPK
+#ifdef F16_PV
   let off = lane * (PV + 1u);      // its padded offset in a tile row
 #else
   let off = b + b / 8u;            // its padded offset in a tile row
@@ -282,7 +295,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let posb = rows[rowb].pos;
   let qha = h * G + va % G;
   let qhb = h * G + vb % G;
-#ifdef QK8
+#ifdef INT8_QK
   let qa = qquant(qload(rowa * nq * HD + qha * HD + b * 4u, params.scale));
   let qb = qquant(qload(rowb * nq * HD + qhb * HD + b * 4u, params.scale));
 #else
@@ -293,12 +306,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var st: Pair;
   st.a.m = -3.0e38;
   st.b.m = -3.0e38;
-#ifdef PF
+#ifdef PREFETCH_TILES
   var pf = pf_load(lid, 0u, min(BK, kmax), prow, pstride, h);
 #endif
   for (var kt = 0u; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
-#ifdef PF
+#ifdef PREFETCH_TILES
     pf_store(lid, pf);
     workgroupBarrier();
     if (kt + BK < kmax) { pf = pf_load(lid, kt + BK, min(BK, kmax - kt - BK), prow, pstride, h); }
@@ -306,8 +319,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     load_tile(lid, kt, nk, prow, pstride, h);
     workgroupBarrier();
 #endif
-    // (The step loops stay inline: written as functions of the state they ran 8–10% slower on the H200.)
-#ifdef PKEYS8
+    // (The step loops stay inline: as functions of the state they ran slower.)
+#ifdef F16_PV
     for (var t = 0u; t < nk; t += 8u) {
       let tl = min(vec4<u32>(t) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(nk - 1u));
       let th = min(vec4<u32>(t) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(nk - 1u));
@@ -343,7 +356,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                         select(neg, vec4<f32>(d45.y, d45.w, d67.y, d67.w), okh & (jh <= vec4<u32>(posb))));
       st = step8(st, wa, wb, r, u);
     }
-#elif PKEYS4
+#else
     for (var t = 0u; t < nk; t += 4u) {
       let t1 = min(t + 1u, nk - 1u);
       let t2 = min(t + 2u, nk - 1u);
@@ -373,28 +386,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let wb = weights4(st.b.m, select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & (jj <= vec4<u32>(posb))));
       st = step4(st, wa, wb, r0, r1, r2, r3);
     }
-#else
-    for (var t = 0u; t < nk; t += 2u) {
-      let tb = min(t + 1u, nk - 1u);
-      let ra = trow(t, off);
-      let rb = trow(tb, off);
-      var d = vec4<f32>(score2(qa, qb, t, ra, lane), score2(qa, qb, tb, rb, lane));   // (qa·k_t, qb·k_t, qa·k_tb, qb·k_tb)
-#ifdef LANE_SUBGROUP
-      for (var mask = L / 2u; mask > 0u; mask = mask >> 1u) { d += subgroupShuffleXor(d, mask); }
-#else
-      d = group_sum(d, lid, grp);
-#endif
-      // Causal mask (and the pad key of an odd tile): weight e^-inf = 0.
-      let j = kt + t;
-      let second = t + 1u < nk;
-      let wa = weights(st.a.m, select(-3.0e38, d.x, j <= posa), select(-3.0e38, d.z, j + 1u <= posa && second));
-      let wb = weights(st.b.m, select(-3.0e38, d.y, j <= posb), select(-3.0e38, d.w, j + 1u <= posb && second));
-      st = step2(st, wa, wb, ra, rb);
-    }
 #endif
     workgroupBarrier();
   }
   if (va < nqb * G) { emit(rowa, qha, b, st.a); }
   if (vb < nqb * G) { emit(rowb, qhb, b, st.b); }
 }
-#endif

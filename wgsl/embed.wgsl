@@ -1,11 +1,12 @@
 // Embedding gather: x[r, :] = table[rows[r].token, :] for r < R, dequantized to f32 (the residual stream).
 //
-// Weight formats (define): WQ  affine MLX quantization, BITS per value, GS values per group:
-//                                w = scale·q + bias, q packed little-endian into u32 rows of H·BITS/32 words
+// Weight formats (define): QUANT        affine MLX quantization, BITS per value, GS values per group:
+//                                        w = scale·q + bias, q packed little-endian into u32 rows of
+//                                        H·BITS/32 words
 //                          WF16 / WBF16  two 16-bit floats per u32 (element 0 in the low half)
 // Bindings:  rows   (R)              step rows; .token selects the table row
 //            w      (V, H·BITS/32) u32 | (V, H/2) u32
-//            scales (V, H/GS) 16-bit packed in u32 (WQ only; SCALE_F16 or bf16), biases likewise
+//            scales (V, H/GS) 16-bit packed in u32 (QUANT only; SCALE_F16 or bf16), biases likewise
 //            x      (R, H) f32
 // Grid: (R, ceil(H / WG)); one lane per output element. Rows whose token is outside [row_lo, row_hi)
 // are skipped: a table split across buffers (2 GiB binding limit) is gathered by one dispatch per shard.
@@ -24,7 +25,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
-#ifdef WQ
+#ifdef QUANT
 @group(0) @binding(3) var<storage, read> scales: array<u32>;
 @group(0) @binding(4) var<storage, read> biases: array<u32>;
 #endif
@@ -47,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (tok < params.row_lo || tok >= params.row_hi) { return; }
   let n = tok - params.row_lo;
   let H = params.H;
-#ifdef WQ
+#ifdef QUANT
   let bitpos = k * BITS;                       // bit offset of element k inside its row
   let base = n * (H * BITS / 32u);             // first word of the row
   let word = base + (bitpos >> 5u);

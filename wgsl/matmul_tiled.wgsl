@@ -1,9 +1,9 @@
 // Tiled matmul for many rows (prefill chunks), compute-bound:
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
 // Same weight formats, epilogues and bindings as matmul_vec.wgsl (x f32; w read as plain u32 words here).
-// Grid: (ceil(N / BN), ceil(M / BM)), BM = 16·TM (TM = 4 or 8), BN = 64 or 128 (TN8). 256 lanes (16×16) own
-// one BM×BN tile, each lane TM×4 (or TM×8) outputs held in named vec4 accumulators (arrays indexed in loops
-// can spill to local memory).
+// Grid: (ceil(N / BN), ceil(M / 128)), BN = 64, or 128 under WIDE_TILE. 256 lanes (16×16) own one 128×BN
+// tile, each lane 8×4 (WIDE_TILE: 8×8) outputs held in named vec4 accumulators (arrays indexed in loops can
+// spill to local memory).
 // K is walked in tiles of 32 values (one quant unit): the x tile and the W tile, dequantized once per tile,
 // are staged in workgroup memory as k-major vec4s; the next tile's raw words are prefetched into registers
 // while the current one is multiplied. Each output is a sequential sum over k in the same order whatever
@@ -12,9 +12,10 @@
 
 override BITS: u32 = 4;
 override GS: u32 = 64;
-const TM: u32 = {{TM}}u;     // rows per lane: 4 or 8
+const TM: u32 = 8u;          // rows per lane
 const BM: u32 = 16u * TM;
-#if TN8
+// WIDE_TILE (matrices with N ≥ the profile's wideN): twice the outputs per staged tile.
+#ifdef WIDE_TILE
 const BN: u32 = 128u;        // columns tx·4.. and 64 + tx·4.. per lane (conflict-free vec4 reads)
 #else
 const BN: u32 = 64u;
@@ -53,10 +54,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ty = lid / 16u;
   let K = params.K;
   var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
-#if TM8
   var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
-#endif
-#if TN8
+#ifdef WIDE_TILE
   var acc8 = vec4<f32>(0.0); var acc9 = vec4<f32>(0.0); var acc10 = vec4<f32>(0.0); var acc11 = vec4<f32>(0.0);
   var acc12 = vec4<f32>(0.0); var acc13 = vec4<f32>(0.0); var acc14 = vec4<f32>(0.0); var acc15 = vec4<f32>(0.0);
 #endif
@@ -72,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // k values 0-3 in xa_i and 4-7 in xb_i; W rows as raw words plus packed scale|bias (16-bit each).
   var xa0 = vec4<f32>(0.0); var xa1 = vec4<f32>(0.0); var xa2 = vec4<f32>(0.0); var xa3 = vec4<f32>(0.0);
   var xb0 = vec4<f32>(0.0); var xb1 = vec4<f32>(0.0); var xb2 = vec4<f32>(0.0); var xb3 = vec4<f32>(0.0);
-#ifdef TQ4
+#ifdef Q4
   var wq = vec4<u32>(0u);    // 4-bit: the one word holding this chunk's 8 values, for each of the 4 rows
   var wsb = vec4<u32>(0u);   // scale (low half) | bias (high half) of each row's group
 #else
@@ -95,7 +94,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         xs[xo + 7u * (BM / 4u)] = vec4<f32>(xb0.w, xb1.w, xb2.w, xb3.w);
       }
       if (wt) {
-#ifdef TQ4
+#ifdef Q4
         // 4 rows at once: w = scale·q + bias, q by the 2^23 mantissa trick (no int→float conversion).
         let s4 = vec4<f32>(half16(wsb.x & 0xffffu), half16(wsb.y & 0xffffu), half16(wsb.z & 0xffffu), half16(wsb.w & 0xffffu));
         let b4 = vec4<f32>(half16(wsb.x >> 16u), half16(wsb.y >> 16u), half16(wsb.z >> 16u), half16(wsb.w >> 16u));
@@ -152,7 +151,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         xa3 = x[e3 / 4u]; xb3 = x[e3 / 4u + 1u];
       }
       if (wt) {
-#ifdef TQ4
+#ifdef Q4
         let kk = k0 + c * 8u;
         let nb = n0 + r4 * 4u;
         let na = vec4<u32>(min(nb, params.N - 1u), min(nb + 1u, params.N - 1u), min(nb + 2u, params.N - 1u), min(nb + 3u, params.N - 1u));
@@ -195,14 +194,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         acc1 = fma(vec4<f32>(a0.y), b, acc1);
         acc2 = fma(vec4<f32>(a0.z), b, acc2);
         acc3 = fma(vec4<f32>(a0.w), b, acc3);
-#if TM8
         let a1 = xs[kk * (BM / 4u) + ty * 2u + 1u];
         acc4 = fma(vec4<f32>(a1.x), b, acc4);
         acc5 = fma(vec4<f32>(a1.y), b, acc5);
         acc6 = fma(vec4<f32>(a1.z), b, acc6);
         acc7 = fma(vec4<f32>(a1.w), b, acc7);
-#endif
-#if TN8
+#ifdef WIDE_TILE
         let b2 = ws[kk * (BN / 4u) + 16u + tx];
         acc8 = fma(vec4<f32>(a0.x), b2, acc8);
         acc9 = fma(vec4<f32>(a0.y), b2, acc9);
@@ -218,13 +215,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
 
-#if TM8
   var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
-#else
-  var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3);
-#endif
   store_block(m0 + ty * TM, n0 + tx * 4u, accs);
-#if TN8
+#ifdef WIDE_TILE
   store_block(m0 + ty * TM, n0 + 64u + tx * 4u, array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
 #endif
 }

@@ -3,21 +3,24 @@
 // W: MLX affine 4-bit (w = scale·q + bias per group of GS ≥ 32 along K). x is quantized per row per 32 values
 // by lib/x8.wgsl, as decode rows are (sx = max|x|/127, q = round(x/sx) as int8, Σx kept in f32), so each
 // output adds, per 32-value chunk, scale·sx·Σ q_w·q_x + bias·Σx: the Σ is exact in i32, four products per
-// dot4I8Packed (CH, the default: one chain of them per output, summed into a float's mantissa).
+// dot4I8Packed, eight of them chained per output and summed into a float's mantissa (d16).
 // Same bindings and epilogues as matmul_tiled.wgsl (no fused norm: prefill rows are normalised before).
-// Grid: (ceil(N / BN), ceil(M / 64), splits), BN = 128, or 64 under BN64. 256 lanes (BN64: 128) own a 64×BN tile:
-// lane (tx, ty) = (lid % TX, lid / TX), TX = BN / 8, computes rows ty·4 .. ty·4+3 and columns tx + TX·j (j < 8:
-// neighbouring lanes read neighbouring columns from workgroup memory, and write neighbouring outputs).
-// BN64 halves the tile for narrow matrices, whose 128-wide grid would fill the GPU only ~1.2 times (N = 2560
-// at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x instead of one.
-// K is walked in tiles of 32 values; the next tile's raw x and W words are fetched into registers while the
-// current one is multiplied (NOPF: fetched and stored right before it instead: fewer live registers, so more
-// workgroups per SM hide the latency). Same float ops in the same order either way.
+// Bindings:  x (rows, K) f32;  w (N, K/8) u32;  scales, biases (N, K/GS) 16-bit packed in u32;
+//            bias (N) f32 (BIAS);  y (rows, ldy) act | f32, or under SPLITK part (splits, M, N) f32
+// Grid: (ceil(N / BN), ceil(M / 64), splits), BN = 128, or 64 under NARROW_TILE. 256 lanes (NARROW_TILE: 128)
+// own a 64×BN tile: lane (tx, ty) = (lid % TX, lid / TX), TX = BN / 8, computes rows ty·4 .. ty·4+3 and
+// columns tx + TX·j (j < 8: neighbouring lanes read neighbouring columns from workgroup memory, and write
+// neighbouring outputs).
+// NARROW_TILE halves the tile for narrow matrices, whose 128-wide grid would fill the GPU only ~1.2 times
+// (N = 2560 at 512 rows: 160 workgroups); each lane keeps the same 4×8 outputs and stages two rows of x
+// instead of one. K is walked in stages of two 32-value sub-tiles; narrow tiles fetch the next stage's raw x
+// and W words into registers while the current one is multiplied, wide ones fetch them right before storing
+// them (fewer live registers, so more workgroups per SM hide the latency). Same float ops in the same order.
 // SPLITK (grid z = splits): workgroup z sums k in [z·kc, min((z+1)·kc, K)) only and writes that partial,
 // unscaled, to y = part (splits, M, N) f32 (host: OUT_F32, no BIAS, ldy = N, n_off = 0);
 // matmul_splitk.wgsl then adds the splits in order and applies the epilogue. Narrow matrices take it at
 // every M (the split depends on K only), so a row's bits still do not depend on M.
-// Workgroup memory per tile: x as int8 (two vec4<u32> per row: the even- and odd-position values of each
+// Workgroup memory per sub-tile: x as int8 (two vec4<u32> per row: the even- and odd-position values of each
 // 8-value word, the order in which (w & 0x0f0f0f0f) and (w >> 4) & 0x0f0f0f0f hold the nibbles), (sx, Σx)
 // per row; W as int8 the same way, (scale, bias) per column.
 // Each output is a sum over the K tiles in order whatever M is, and x's quantization depends on its row only
@@ -28,7 +31,8 @@
 override BITS: u32 = 4;
 override GS: u32 = 64;
 const BM: u32 = 64u;
-#ifdef BN64
+// NARROW_TILE (narrow matrices whose 128-column grid would be small): 64-column tiles, next stage prefetched.
+#ifdef NARROW_TILE
 const BN: u32 = 64u;
 const WGS: u32 = 128u;
 #else
@@ -56,30 +60,15 @@ struct Params {
 
 #include "lib/matmul.wgsl"
 
-// KT2: two 32-value sub-tiles per stage (sub-tile t at index t·BM + row, t·BN + column): half the barriers,
-// and the next stage's loads are in flight over twice the multiply. Same float ops in the same order.
-// X64 (with KT2; K and GS multiples of 64): x is quantized per 64 values, one scale per stage, and each
-// output takes one i32 → f32 and two FMAs per 64 values instead of per 32 (other bits than without it).
-#ifdef KT2
+// Two 32-value sub-tiles per stage (sub-tile t at index t·BM + row, t·BN + column): half the barriers, and
+// the next stage's loads are in flight over twice the multiply.
 const KS: u32 = 2u;
-#else
-const KS: u32 = 1u;
-#endif
 var<workgroup> xlo: array<vec4<u32>, BM * KS>;   // values 0-15 of each row's tile (words 0, 1: even, odd)
 var<workgroup> xhi: array<vec4<u32>, BM * KS>;   // values 16-31
 var<workgroup> xsc: array<vec2<f32>, BM * KS>;   // (sx, Σx)
 var<workgroup> wlo: array<vec4<u32>, BN * KS>;
 var<workgroup> whi: array<vec4<u32>, BN * KS>;
 var<workgroup> wsb: array<vec2<f32>, BN * KS>;   // (scale, bias)
-
-// i32 → f32 for |v| < 2^22 without a conversion instruction: v + 1.5·2^23 in the mantissa of 2^23.
-fn i2f(v: vec4<i32>) -> vec4<f32> {
-  return bitcast<vec4<f32>>(v + vec4<i32>(0x4b400000)) - vec4<f32>(12582912.0);
-}
-
-fn d8(a: vec4<u32>, b: vec4<u32>) -> i32 {
-  return (dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y)) + (dot4I8Packed(a.z, b.z) + dot4I8Packed(a.w, b.w));
-}
 
 // A lane's 4 rows of the staged x tile, read once per tile.
 struct Rows { l0: vec4<u32>, h0: vec4<u32>, l1: vec4<u32>, h1: vec4<u32>, l2: vec4<u32>, h2: vec4<u32>,
@@ -94,32 +83,20 @@ fn rows4(r: u32) -> Rows {
               vec4<f32>(q0.x, q1.x, q2.x, q3.x), vec4<f32>(q0.y, q1.y, q2.y, q3.y));
 }
 
-// Column c against the 4 rows: scale·sx·Σ q_w·q_x + bias·Σx.
-fn col4(c: u32, x4: Rows) -> vec4<f32> {
-  let lo = wlo[c];
-  let hi = whi[c];
-  let sb = wsb[c];
-  let s = vec4<i32>(d8(lo, x4.l0) + d8(hi, x4.h0), d8(lo, x4.l1) + d8(hi, x4.h1),
-                    d8(lo, x4.l2) + d8(hi, x4.h2), d8(lo, x4.l3) + d8(hi, x4.h3));
-  return (sb.x * x4.sx) * i2f(s) + sb.y * x4.sum;
-}
-
-#ifdef CH
-// CH: each row's eight dot products as one chain started from the bits of 1.5·2^23, so every add can be a dot
+// Each row's eight dot products as one chain started from the bits of 1.5·2^23, so every add can be a dot
 // product's own accumulate and the sum lands in the mantissa of 2^23 (|Σ| ≤ 32·15·127 < 2^22): the i32 → f32
 // is one exact subtraction, and the scale and bias go into the accumulator by two FMAs.
 fn d16(lo: vec4<u32>, x0: vec4<u32>, hi: vec4<u32>, x1: vec4<u32>) -> i32 {
   return dot4I8Packed(hi.w, x1.w) + (dot4I8Packed(hi.z, x1.z) + (dot4I8Packed(hi.y, x1.y) + (dot4I8Packed(hi.x, x1.x) +
          (dot4I8Packed(lo.w, x0.w) + (dot4I8Packed(lo.z, x0.z) + (dot4I8Packed(lo.y, x0.y) + (dot4I8Packed(lo.x, x0.x) + 0x4b400000)))))));
 }
-fn col4a(c: u32, x4: Rows, acc: vec4<f32>) -> vec4<f32> {
+fn col4(c: u32, x4: Rows, acc: vec4<f32>) -> vec4<f32> {
   let lo = wlo[c];
   let hi = whi[c];
   let sb = wsb[c];
   let s = vec4<i32>(d16(lo, x4.l0, hi, x4.h0), d16(lo, x4.l1, hi, x4.h1), d16(lo, x4.l2, hi, x4.h2), d16(lo, x4.l3, hi, x4.h3));
   return fma(sb.x * x4.sx, bitcast<vec4<f32>>(s) - vec4<f32>(12582912.0), fma(vec4<f32>(sb.y), x4.sum, acc));
 }
-#endif
 
 // Quantizes a row's fetched 32 values (4 lanes × 8) into the x tile; every lane calls it (shuffles).
 fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
@@ -128,8 +105,8 @@ fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
   if (xq == 2u) { xhi[r] = g.w; }
 }
 
-// The raw values one lane fetches for one 32-value sub-tile: 8 x values of its row (BN64: of two rows),
-// two words of its W column, and (lane wh = 0) the column's raw scale and bias words.
+// The raw values one lane fetches for one 32-value sub-tile: 8 x values of its row (NARROW_TILE: of two
+// rows), two words of its W column, and (lane wh = 0) the column's raw scale and bias words.
 struct Fetch { xa: vec4<f32>, xb: vec4<f32>, xc: vec4<f32>, xd: vec4<f32>, w: vec2<u32>, sw: u32, bw: u32, gi: u32 }
 
 fn fetch(k0: u32, xrow: u32, xrow2: u32, xq: u32, wn: u32, wh: u32) -> Fetch {
@@ -138,7 +115,7 @@ fn fetch(k0: u32, xrow: u32, xrow2: u32, xq: u32, wn: u32, wh: u32) -> Fetch {
   let xo = (xrow * K + k0) / 4u + 2u * xq;
   f.xa = x[xo];
   f.xb = x[xo + 1u];
-#ifdef BN64
+#ifdef NARROW_TILE
   let xo2 = (xrow2 * K + k0) / 4u + 2u * xq;
   f.xc = x[xo2];
   f.xd = x[xo2 + 1u];
@@ -156,7 +133,7 @@ fn fetch(k0: u32, xrow: u32, xrow2: u32, xq: u32, wn: u32, wh: u32) -> Fetch {
 // Stores a fetched sub-tile into workgroup memory at sub-tile t.
 fn stage(t: u32, f: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
   stage_x(t * BM + xr, xq, f.xa, f.xb);
-#ifdef BN64
+#ifdef NARROW_TILE
   stage_x(t * BM + xr + 32u, xq, f.xc, f.xd);
 #endif
   stage_w(t, f, wc, wh);
@@ -175,39 +152,6 @@ fn stage_w(t: u32, f: Fetch, wc: u32, wh: u32) {
   }
 }
 
-#ifdef X64
-// X64: one stage's 64 values of a row quantized with one scale; its (sx, Σx) kept at sub-tile 0.
-fn stage_x64(r: u32, xq: u32, a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>) {
-  let g = x8_group64(a0, b0, a1, b1);
-  if (xq == 0u) { xlo[r] = g.w0; xlo[BM + r] = g.w1; xsc[r] = vec2<f32>(g.sx, g.sum); }
-  if (xq == 2u) { xhi[r] = g.w0; xhi[BM + r] = g.w1; }
-}
-
-fn stage64(f0: Fetch, f1: Fetch, xr: u32, xq: u32, wc: u32, wh: u32) {
-  stage_x64(xr, xq, f0.xa, f0.xb, f1.xa, f1.xb);
-#ifdef BN64
-  stage_x64(xr + 32u, xq, f0.xc, f0.xd, f1.xc, f1.xd);
-#endif
-  stage_w(0u, f0, wc, wh);
-  stage_w(1u, f1, wc, wh);
-}
-
-// Column c against the 4 rows over both sub-tiles: one i32 sum per 64 values, then scale·sx·Σ + bias·Σx
-// (the weight group spans the stage: GS % 64 = 0).
-fn col64(c: u32, x0: Rows, x1: Rows) -> vec4<f32> {
-  let lo0 = wlo[c];
-  let hi0 = whi[c];
-  let lo1 = wlo[BN + c];
-  let hi1 = whi[BN + c];
-  let sb = wsb[c];
-  let s = vec4<i32>((d8(lo0, x0.l0) + d8(hi0, x0.h0)) + (d8(lo1, x1.l0) + d8(hi1, x1.h0)),
-                    (d8(lo0, x0.l1) + d8(hi0, x0.h1)) + (d8(lo1, x1.l1) + d8(hi1, x1.h1)),
-                    (d8(lo0, x0.l2) + d8(hi0, x0.h2)) + (d8(lo1, x1.l2) + d8(hi1, x1.h2)),
-                    (d8(lo0, x0.l3) + d8(hi0, x0.h3)) + (d8(lo1, x1.l3) + d8(hi1, x1.h3)));
-  return (sb.x * x0.sx) * i2f(s) + sb.y * x0.sum;
-}
-#endif
-
 // Accumulators: c_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
 struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32> }
 
@@ -215,41 +159,15 @@ struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec
 fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
   let x4 = rows4(t * BM + ty * 4u);
   let c = t * BN + tx;
-#ifdef CH
-  (*acc).c0 = col4a(c, x4, (*acc).c0);
-  (*acc).c1 = col4a(c + 1u * TX, x4, (*acc).c1);
-  (*acc).c2 = col4a(c + 2u * TX, x4, (*acc).c2);
-  (*acc).c3 = col4a(c + 3u * TX, x4, (*acc).c3);
-  (*acc).c4 = col4a(c + 4u * TX, x4, (*acc).c4);
-  (*acc).c5 = col4a(c + 5u * TX, x4, (*acc).c5);
-  (*acc).c6 = col4a(c + 6u * TX, x4, (*acc).c6);
-  (*acc).c7 = col4a(c + 7u * TX, x4, (*acc).c7);
-#else
-  (*acc).c0 += col4(c, x4);
-  (*acc).c1 += col4(c + 1u * TX, x4);
-  (*acc).c2 += col4(c + 2u * TX, x4);
-  (*acc).c3 += col4(c + 3u * TX, x4);
-  (*acc).c4 += col4(c + 4u * TX, x4);
-  (*acc).c5 += col4(c + 5u * TX, x4);
-  (*acc).c6 += col4(c + 6u * TX, x4);
-  (*acc).c7 += col4(c + 7u * TX, x4);
-#endif
+  (*acc).c0 = col4(c, x4, (*acc).c0);
+  (*acc).c1 = col4(c + 1u * TX, x4, (*acc).c1);
+  (*acc).c2 = col4(c + 2u * TX, x4, (*acc).c2);
+  (*acc).c3 = col4(c + 3u * TX, x4, (*acc).c3);
+  (*acc).c4 = col4(c + 4u * TX, x4, (*acc).c4);
+  (*acc).c5 = col4(c + 5u * TX, x4, (*acc).c5);
+  (*acc).c6 = col4(c + 6u * TX, x4, (*acc).c6);
+  (*acc).c7 = col4(c + 7u * TX, x4, (*acc).c7);
 }
-
-#ifdef X64
-fn mul64(acc: ptr<function, Acc>, tx: u32, ty: u32) {
-  let x0 = rows4(ty * 4u);
-  let x1 = rows4(BM + ty * 4u);   // its (sx, Σx) slots are unused under X64
-  (*acc).c0 += col64(tx, x0, x1);
-  (*acc).c1 += col64(tx + 1u * TX, x0, x1);
-  (*acc).c2 += col64(tx + 2u * TX, x0, x1);
-  (*acc).c3 += col64(tx + 3u * TX, x0, x1);
-  (*acc).c4 += col64(tx + 4u * TX, x0, x1);
-  (*acc).c5 += col64(tx + 5u * TX, x0, x1);
-  (*acc).c6 += col64(tx + 6u * TX, x0, x1);
-  (*acc).c7 += col64(tx + 7u * TX, x0, x1);
-}
-#endif
 
 @compute @workgroup_size(WGS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -269,8 +187,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
   var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
                 vec4<f32>(0.0), vec4<f32>(0.0));
-  // Staging: x row xr = lid / 4 (BN64: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row are
-  // adjacent: shuffles); W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
+  // Staging: x row xr = lid / 4 (NARROW_TILE: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row
+  // are adjacent: shuffles); W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
   let xr = lid / 4u;
   let xq = lid % 4u;
   let xrow = params.row0 + min(m0 + xr, params.M - 1u);
@@ -279,64 +197,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let wh = lid % 2u;
   let wn = min(n0 + wc, params.N - 1u);
   var f0: Fetch;
-#ifdef KT2
   var f1: Fetch;
-#endif
-#ifdef NOPF
-  for (var k0 = kb; k0 < ke; k0 += 32u * KS) {
-    f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
-#ifdef KT2
-    if (k0 + 32u < ke) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
-#endif
-#ifdef X64
-    stage64(f0, f1, xr, xq, wc, wh);
-#else
-    stage(0u, f0, xr, xq, wc, wh);
-#ifdef KT2
-    if (k0 + 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
-#endif
-#endif
-    workgroupBarrier();
-#ifdef X64
-    mul64(&acc, tx, ty);
-#else
-    mul(&acc, 0u, tx, ty);
-#ifdef KT2
-    if (k0 + 32u < ke) { mul(&acc, 1u, tx, ty); }
-#endif
-#endif
-    workgroupBarrier();
-  }
-#else
+#ifdef NARROW_TILE
   // Each stage: store the sub-tiles fetched the stage before, fetch the next ones, multiply the stored ones.
   for (var k0 = kb; k0 < ke + 32u * KS; k0 += 32u * KS) {
     if (k0 > kb) {
-#ifdef X64
-      stage64(f0, f1, xr, xq, wc, wh);
-#else
       stage(0u, f0, xr, xq, wc, wh);
-#ifdef KT2
       if (k0 - 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
-#endif
-#endif
     }
     workgroupBarrier();
     if (k0 < ke) {
       f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
-#ifdef KT2
       if (k0 + 32u < ke) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
-#endif
     }
     if (k0 > kb) {
-#ifdef X64
-      mul64(&acc, tx, ty);
-#else
       mul(&acc, 0u, tx, ty);
-#ifdef KT2
       if (k0 - 32u < ke) { mul(&acc, 1u, tx, ty); }
-#endif
-#endif
     }
+    workgroupBarrier();
+  }
+#else
+  for (var k0 = kb; k0 < ke; k0 += 32u * KS) {
+    f0 = fetch(k0, xrow, xrow2, xq, wn, wh);
+    if (k0 + 32u < ke) { f1 = fetch(k0 + 32u, xrow, xrow2, xq, wn, wh); }
+    stage(0u, f0, xr, xq, wc, wh);
+    if (k0 + 32u < ke) { stage(1u, f1, xr, xq, wc, wh); }
+    workgroupBarrier();
+    mul(&acc, 0u, tx, ty);
+    if (k0 + 32u < ke) { mul(&acc, 1u, tx, ty); }
     workgroupBarrier();
   }
 #endif

@@ -1,17 +1,15 @@
 // Matmul for few rows (decode, batched decode, verify; M ≤ ~16), bandwidth-bound: each weight is read once
-// for all M rows.
+// for all M rows. 4-bit weights take matmul_vec_q4.wgsl (f32 x) or matmul_vec_q4x8.wgsl (int8 x).
 //   y[row0 + m, n_off + n] (=|+=) Σ_k x̂[row0 + m, k] · W[n, k] (+ bias[n])      m < M, n < N
 //   x̂ = x, or with NORM the row's RMSNorm x·rsqrt(mean(x²) + eps)·gamma, fused into the x loads (decode
 //   rows skip a separate norm dispatch: Σx² is summed alongside the dot and applied once per output).
 //
-// Weight formats (define): Q4       MLX affine 4-bit, chunks of QV words (8·QV values) per lane (lib/q4.wgsl);
-//                                   with X8, x quantized to int8 per workgroup, integer dots (lib/q4x8.wgsl)
-//                          Q8       MLX affine 8-bit, 32-value units read as 2 vec4<u32>
-//                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may straddle words
+// Weight formats (define): Q8       MLX affine 8-bit, 32-value units read as 2 vec4<u32>
+//                          QGEN     MLX affine with any BITS (2/3/5/6): bit-stream rows, values may
+//                                   straddle words
 //                          WF16, WBF16  16-bit floats, 8-value units read as one vec4<u32>
 //   quantized: w = scale·q + bias per group of GS values along K (scales/biases 16-bit, SCALE_F16 or bf16);
-//   computed as scale·Σ q·x + bias·Σ x per unit. Q4 with QMAGIC avoids int→float conversions (slow on GPUs):
-//   OR-ing nibble k of a half-word into the mantissa of 2^23 gives 2^23 + q·16^k exactly.
+//   computed as scale·Σ q·x + bias·Σ x per unit.
 // Epilogue (define): OUT_F32 → y f32;  ADD → y f32 and y += result (the residual add);  else y act.
 //                    BIAS → + bias[n] (f32).
 // Bindings:  x      (rows, K) f32 (matmul inputs are f32: no f16→f32 conversions here)
@@ -20,45 +18,18 @@
 //            bias   (N) f32 (BIAS)
 //            gamma  (K) f32 (NORM: the RMSNorm weight)
 //            y      (rows, ldy) act | f32
-// Grid: ceil(N / (R·WG/T)) workgroups (Q4: R = 4), folded 2-D. A team of T lanes computes R adjacent columns
-// for all M rows: lane t takes K-units t, t+T, ..., loading the R weight units together (bytes in flight)
-// and each x chunk once for all R columns; then the team sums its lanes in a fixed order. Rows go in blocks
-// of MB (1 or 4); row m's arithmetic never depends on M (batch invariance).
-//   Q4 (lib/q4.wgsl): T may exceed a subgroup (K split over several subgroups, so short rows still fill
-//   the GPU): TS lanes sum by shuffles, the T/TS partials in order through workgroup memory.
-//   Other formats: T ≤ subgroup (shuffles with TEAM_SUBGROUP) or a workgroup-memory tree.
+// Grid: ceil(N / (R·WG/T)) workgroups, folded 2-D. A team of T lanes (a power of two ≤ the subgroup size)
+// computes R adjacent columns for all M rows: lane t takes K-units t, t+T, ..., loading the R weight units
+// together (bytes in flight) and each x chunk once for all R columns; then the team sums its lanes in a fixed
+// order, by shuffles (TEAM_SUBGROUP) or a workgroup-memory tree. Rows go in blocks of MB (1 or 4); row m's
+// arithmetic never depends on M (batch invariance).
 #include "lib/common.wgsl"
+#include "lib/matmul_vec.wgsl"
+#include "lib/matmul.wgsl"
 
-override WG: u32 = 128;
-override T: u32 = 8;         // lanes per team, dividing WG (power of two ≤ subgroup size outside Q4)
-override TS: u32 = 1;        // Q4: lanes of a team summed by subgroup shuffles (1 without subgroups)
-override BITS: u32 = 4;
-override GS: u32 = 64;
-const MB: u32 = {{MB}}u;     // rows per block (≤ 4: rows are the components of a vec4 accumulator)
-const R: u32 = {{R}}u;       // columns per team
-
-struct Params {
-  M: u32,      // rows
-  N: u32,      // output columns held by this weight buffer
-  K: u32,      // reduction length (elements)
-  row0: u32,   // first row of x and y used (rows)
-  ldy: u32,    // row stride of y (elements)
-  n_off: u32,  // column of y where this weight's output starts (elements)
-  eps: f32,    // RMSNorm epsilon (NORM)
-}
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+const R: u32 = {{COLUMNS_PER_TEAM}}u;    // columns per team
 #ifdef QGEN
 @group(0) @binding(2) var<storage, read> w: array<u32>;
-#elif Q4
-#if QV4
-alias wq_t = vec4<u32>;
-#elif QV2
-alias wq_t = vec2<u32>;
-#else
-alias wq_t = u32;
-#endif
-@group(0) @binding(2) var<storage, read> w: array<wq_t>;
 #else
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 #endif
@@ -69,35 +40,11 @@ alias wq_t = u32;
 @group(0) @binding(4) var<storage, read> biases: array<u32>;
 #endif
 #endif
-#ifdef NORM
-@group(0) @binding(7) var<storage, read> gamma: array<vec4<f32>>;
-#endif
-
-#include "lib/matmul.wgsl"
 
 #ifndef TEAM_SUBGROUP
-#ifndef Q4
 var<workgroup> tred: array<vec4<f32>, WG * R>;
 var<workgroup> tss: array<vec4<f32>, WG>;
 #endif
-#endif
-
-// Row norm factor from Σx² (NORM), else 1.
-fn norm_factor(ss: f32) -> f32 {
-#ifdef NORM
-  return inverseSqrt(ss / f32(params.K) + params.eps);
-#else
-  return 1.0;
-#endif
-}
-
-fn half_at(word: u32, idx: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(word)[idx & 1u];
-#else
-  return select(bf16_lo(word), bf16_hi(word), (idx & 1u) == 1u);
-#endif
-}
 
 fn byte4(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u)); }
 fn half4(a: u32, b: u32) -> vec4<f32> {
@@ -129,14 +76,6 @@ fn unit_dot(wq: array<u32, 8>, xv: array<vec4<f32>, 8>) -> f32 {
 }
 #endif
 
-// One Q4 path per variant: its workgroup arrays are the only ones declared (the limit may be 16 KiB).
-#if X8
-#include "lib/x8.wgsl"
-#include "lib/q4x8.wgsl"
-#else
-#include "lib/q4.wgsl"
-#endif
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -152,11 +91,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
   let units = K / 8u;
 #endif
-#if X8
-  x8_team(wg_linear(wid, nwg) * teams + team, lane, lid);
-#elif Q4
-  q4_team(wg_linear(wid, nwg) * teams + team, lane, lid);
-#else
   var nn: array<u32, R>;           // columns clamped in range (out-of-range ones are computed, never written)
   for (var c = 0u; c < R; c++) { nn[c] = min(n0 + c, params.N - 1u); }
   for (var m0 = 0u; m0 < params.M; m0 += MB) {
@@ -245,5 +179,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   }
-#endif
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one real agent CLI against `deno run -A src/cli/serve.ts` on this machine, with the configuration the
 # README gives, on a short task in a scratch folder, and keeps the client's output, the server's log and the
-# folder's files. Used on the H200 (../shared/device), where the clients' 8-20k-token prompts prefill in
+# folder's files. Used on the lent H200, where the clients' 8-20k-token prompts prefill in
 # seconds; lavapipe would take minutes per turn.
 #   bench/agents/run.sh claude|codex|pi|opencode OUT_DIR
 # Each client's binary is looked for under .clients/ (see bench/agents/README.md for how to stage them).

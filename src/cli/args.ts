@@ -21,7 +21,12 @@ export function parseFlags<S extends FlagSpec>(argv: string[], spec: S): Flags<S
     }
     let [name, value] = a.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
     const kind = spec[name];
-    if (!kind) throw new ValidationError(`unknown flag --${name} (known: ${Object.keys(spec).map((k) => `--${k}`).join(", ")})`, name);
+    if (!kind) {
+      throw new ValidationError(
+        `unknown flag --${name} (known: ${Object.keys(spec).map((k) => `--${k}`).join(", ")})`,
+        name,
+      );
+    }
     if (kind === "boolean") {
       out[name] = value === undefined ? true : value !== "false";
       continue;
@@ -42,7 +47,10 @@ export function parseFlags<S extends FlagSpec>(argv: string[], spec: S): Flags<S
 /** `--kv-cache act|q8` (the KV cache element type; absent: the engine's default, act). */
 export function kvCacheFlag(v: string | undefined): KvCacheType | undefined {
   if (v === undefined || v === "act" || v === "q8") return v;
-  throw new ValidationError(`--kv-cache ${v}: expected act (f16 values) or q8 (8-bit codes + scales)`, "kv-cache");
+  throw new ValidationError(
+    `--kv-cache ${v}: expected act (f16 values) or q8 (8-bit codes + scales)`,
+    "kv-cache",
+  );
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * `deno task convert --hf DIR --out DIR --bits 4|8 --group-size 32|64|128 [--force] [--max-shard-bytes N]`:
+ * `npm run convert -- --hf DIR --out DIR --bits 4|8 --group-size 32|64|128 [--force] [--max-shard-bytes N]`:
  * quantize a Hugging Face checkpoint into the mlx-lm layout (the work is in src/loader/convert.ts).
  * @module
  */
@@ -47,7 +47,16 @@ export function parseCli(args: string[]): ConvertOptions {
   return { hf: values.hf, out: values.out, bits, groupSize, force, maxShardBytes };
 }
 
+const USAGE = `usage: npm run convert -- --hf DIR --out DIR [--bits 4|8] [--group-size 32|64|128] [--force]
+       [--max-shard-bytes N]
+Quantizes a Hugging Face checkpoint (bf16/f16/f32 safetensors) into the mlx-lm layout: --bits 4, group 64
+and 5 GiB files by default, as mlx-lm; --force overwrites a non-empty --out.`;
+
 if (import.meta.main) {
+  if (Deno.args.includes("--help") || Deno.args.includes("-h")) {
+    console.log(USAGE);
+    Deno.exit(0);
+  }
   try {
     await convert(parseCli(Deno.args));
   } catch (e) {

@@ -1,5 +1,5 @@
 /**
- * `deno task generate`: stream a completion from a model folder.
+ * `npm run generate --`: stream a completion from a model folder.
  *   --model DIR (default: the bundled model)  --prompt TEXT | --prompt-file F  [--chat] [--max-tokens N]
  *   [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]
  *   [--context-window N] [--prefill-chunk N] [--kv-cache act|q8] [--f32]
@@ -13,16 +13,34 @@ import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
-  model: "string", prompt: "string", "prompt-file": "string", chat: "boolean", "max-tokens": "number",
-  temp: "number", "top-p": "number", "top-k": "number", "min-p": "number", seed: "number", stop: "string",
-  json: "boolean", "context-window": "number", "prefill-chunk": "number", f32: "boolean",
-  "steps-per-submit": "number", "kv-cache": "string", help: "boolean",
+  model: "string",
+  prompt: "string",
+  "prompt-file": "string",
+  chat: "boolean",
+  "max-tokens": "number",
+  temp: "number",
+  "top-p": "number",
+  "top-k": "number",
+  "min-p": "number",
+  seed: "number",
+  stop: "string",
+  json: "boolean",
+  "context-window": "number",
+  "prefill-chunk": "number",
+  f32: "boolean",
+  "steps-per-submit": "number",
+  "kv-cache": "string",
+  help: "boolean",
 } as const;
 
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
-    console.log("usage: deno task generate [--model DIR] --prompt TEXT|--prompt-file F [--chat] [--max-tokens N] [--temp T] [--top-p P] [--top-k K] [--seed S] [--json]");
+    console.log([
+      "usage: npm run generate -- [--model DIR] --prompt TEXT|--prompt-file F [--chat] [--max-tokens N]",
+      "       [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]",
+      "       [--context-window N] [--prefill-chunk N] [--steps-per-submit N] [--kv-cache act|q8] [--f32]",
+    ].join("\n"));
     return 0;
   }
   let prompt = f.prompt;
@@ -52,19 +70,30 @@ export async function main(argv: string[]): Promise<number> {
     prompt: ids,
     maxTokens: Math.min(maxTokens, engine.contextWindow - ids.length),
     sampling: {
-      temperature: f.temp ?? 0, topK: f["top-k"] ?? 0, topP: f["top-p"] ?? 1, minP: f["min-p"] ?? 0, seed: f.seed ?? 0,
+      temperature: f.temp ?? 0,
+      topK: f["top-k"] ?? 0,
+      topP: f["top-p"] ?? 1,
+      minP: f["min-p"] ?? 0,
+      seed: f.seed ?? 0,
     },
     stop: f.stop !== undefined ? [f.stop] : [],
   });
   const enc = new TextEncoder();
-  if (!f.json) for await (const c of gen.chunks()) await Deno.stdout.write(enc.encode(c.text));
+  if (!f.json) { for await (const c of gen.chunks()) await Deno.stdout.write(enc.encode(c.text)); }
   const r = await gen.result;
   if (r.error) throw r.error;
   if (f.json) {
     console.log(JSON.stringify({
-      model: engine.info.name, adapter: engine.gpu.info.adapter, token_ids: r.tokenIds, text: r.text,
-      finish_reason: r.finishReason, prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens,
-      ttft_ms: round(r.ttftMs), prefill_tps: round(r.prefillTps), decode_tps: round(r.decodeTps),
+      model: engine.info.name,
+      adapter: engine.gpu.info.adapter,
+      token_ids: r.tokenIds,
+      text: r.text,
+      finish_reason: r.finishReason,
+      prompt_tokens: r.promptTokens,
+      completion_tokens: r.completionTokens,
+      ttft_ms: round(r.ttftMs),
+      prefill_tps: round(r.prefillTps),
+      decode_tps: round(r.decodeTps),
     }));
   } else {
     console.error(

@@ -91,7 +91,9 @@ function print(r: BenchReport, ceil: Ceilings | null, gpu: Gpu, summary: string)
   );
   if (r.cost.flops > 0) {
     const i8 = !!(r.cost.int8 && ceil?.int8GOps);
-    const c = ceil ? (i8 ? ceil.int8GOps : r.act === "f16" && ceil.f16GFlops ? ceil.f16GFlops : ceil.f32GFlops) : null;
+    const c = ceil
+      ? (i8 ? ceil.int8GOps : r.act === "f16" && ceil.f16GFlops ? ceil.f16GFlops : ceil.f32GFlops)
+      : null;
     line(
       "compute",
       `${fmt(r.cost.flops / 1e9)} GFLOP → ${fmt(gfs)} GFLOP/s${of(gfs, c)}${

@@ -6,6 +6,7 @@
 import { CapacityError, LoaderError, TokenizerError, ValidationError } from "../errors.ts";
 import { Gpu, type GpuOptions } from "../gpu/device.ts";
 import { encodeDispatches } from "../gpu/kernel.ts";
+import type { ProfileOverrides } from "../gpu/profile.ts";
 import { readBuffer } from "../gpu/readback.ts";
 import { ConfigReader, readEos, ropeTables } from "../loader/config.ts";
 import { readTensorIndex } from "../loader/safetensors.ts";
@@ -16,7 +17,7 @@ import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
 import { tokenBytes } from "../grammar/token_bytes.ts";
 import { DEFAULT_GRAMMAR_STATES, GrammarSlots } from "./grammar.ts";
-import { type KvCacheType, kvBytesPerToken, KvPool, kvValueBytesPerToken } from "./kv_pool.ts";
+import { kvBytesPerToken, type KvCacheType, KvPool, kvValueBytesPerToken } from "./kv_pool.ts";
 import { type Activations, allocActivations, type Dims, soloRowsFit } from "./resources.ts";
 import { Slots } from "./slots.ts";
 import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
@@ -29,6 +30,7 @@ const HEAD_SHARE = 1 / 8;
 
 export interface EngineOptions {
   gpu?: Gpu;
+  /** Options of the device made when `gpu` is not given; `profile` also applies to a given `gpu`. */
   gpuOptions?: GpuOptions;
   /** Context window in tokens; default the model's maximum, capped by the KV budget. */
   contextWindow?: number;
@@ -81,6 +83,8 @@ export interface ModelInfo {
 
 export class Engine {
   readonly #plans = new Map<string, Promise<Plan>>();
+  /** The device as plans record on it: `gpu`, or `gpu` under another kernel profile (setKernelProfile). */
+  #planGpu: Gpu | null = null;
   static readonly MAX_PLANS = 64;
 
   private constructor(
@@ -109,7 +113,9 @@ export class Engine {
 
   static async load(source: ModelSource, opts: EngineOptions = {}): Promise<Engine> {
     const files = await source.list();
-    if (!files.includes("config.json")) throw new LoaderError(`${source.name}/config.json`, null, "file not found");
+    if (!files.includes("config.json")) {
+      throw new LoaderError(`${source.name}/config.json`, null, "file not found");
+    }
     let json: any;
     try {
       json = JSON.parse(await source.readText("config.json"));
@@ -130,7 +136,10 @@ export class Engine {
     }
     const eosIds = readEos(json, generation);
     const tokenizer = files.includes("tokenizer.json") ? await Tokenizer.load(source) : null;
-    const gpu = opts.gpu ?? await Gpu.create(opts.gpuOptions);
+    const profile = opts.gpuOptions?.profile;
+    const gpu = opts.gpu
+      ? (profile ? opts.gpu.withProfile(profile) : opts.gpu)
+      : await Gpu.create(opts.gpuOptions);
     // Checked before any weight is read (a device made here is released again).
     const kvType = opts.kvCache ?? "act";
     const kvProblem = kvType !== "act" && kvType !== "q8"
@@ -157,14 +166,19 @@ export class Engine {
     const maxBatch = opts.maxBatch ?? 8;
     const pageSize = opts.pageSize ?? 16;
     // Prefill rows per step: 512 while other sequences' decode steps share the step and would wait; 2048 while
-    // the prompt runs alone (bigger matmuls fill the GPU: H200, 4B shape, a 4k prompt +10%, 16k +6%; #80).
+    // the prompt runs alone (bigger matmuls fill the GPU better).
     const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-    const soloPrefillChunk = Math.max(prefillChunk, opts.soloPrefillChunk ?? opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu));
+    const soloPrefillChunk = Math.max(
+      prefillChunk,
+      opts.soloPrefillChunk ?? opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu),
+    );
     const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
     const budget = opts.kvBudget ?? 4 * 2 ** 30;
     // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
-    const fitTokens = Math.floor(Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * d.layers)));
+    const fitTokens = Math.floor(
+      Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * d.layers)),
+    );
     const want = opts.contextWindow ?? config.maxPosition;
     const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
     if (opts.contextWindow && contextWindow < opts.contextWindow) {
@@ -175,8 +189,14 @@ export class Engine {
     const maxPages = Math.ceil(contextWindow / pageSize);
     const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
     const kv = new KvPool(gpu, {
-      layers: d.layers, nkv: d.nkv, hd: d.hd, pageSize, numPages: Math.max(maxPages, Math.floor(poolTokens / pageSize)),
-      maxSlots: maxBatch, maxPages, type: kvType,
+      layers: d.layers,
+      nkv: d.nkv,
+      hd: d.hd,
+      pageSize,
+      numPages: Math.max(maxPages, Math.floor(poolTokens / pageSize)),
+      maxSlots: maxBatch,
+      maxPages,
+      type: kvType,
     });
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
     const cap = {
@@ -211,8 +231,24 @@ export class Engine {
       }
     }
     const engine = new Engine(
-      gpu, info, arch, config, weights, tokenizer, eosIds, kv, slots, acts, invBuf, rt.mscale, contextWindow, maxBatch,
-      prefillChunk, soloPrefillChunk, grammar, grammarUnavailable,
+      gpu,
+      info,
+      arch,
+      config,
+      weights,
+      tokenizer,
+      eosIds,
+      kv,
+      slots,
+      acts,
+      invBuf,
+      rt.mscale,
+      contextWindow,
+      maxBatch,
+      prefillChunk,
+      soloPrefillChunk,
+      grammar,
+      grammarUnavailable,
     );
     if (opts.warmup !== false) await engine.warmup();
     return engine;
@@ -223,7 +259,11 @@ export class Engine {
    * variant is compiled (drivers may defer it to first use) before the first request is timed.
    */
   async warmup(): Promise<void> {
-    const pre = await this.plan({ decode: 0, segments: [{ row0: 0, len: 1, final: true }], logits: "sampled" });
+    const pre = await this.plan({
+      decode: 0,
+      segments: [{ row0: 0, len: 1, final: true }],
+      logits: "sampled",
+    });
     const dec = await this.plan({ decode: 1, segments: [], logits: "sampled" });
     // Compiles the grammar kernels too (the plan is built, not run: its kernels are the decode plan's + two).
     if (this.grammar) await this.plan({ decode: 1, segments: [], logits: "sampled", grammar: true });
@@ -259,8 +299,14 @@ export class Engine {
     }
     p = (async () => {
       const g = new StepGraph({
-        gpu: this.gpu, dims: this.config.dims, acts: this.acts, kv: this.kv, slots: this.slots,
-        invFreq: this.invFreq, mscale: this.mscale, grammar: this.grammar,
+        gpu: this.#planGpu ?? this.gpu,
+        dims: this.config.dims,
+        acts: this.acts,
+        kv: this.kv,
+        slots: this.slots,
+        invFreq: this.invFreq,
+        mscale: this.mscale,
+        grammar: this.grammar,
       }, layout);
       await this.arch.forward(g, this.weights, this.config);
       return g.finish();
@@ -276,8 +322,18 @@ export class Engine {
   }
 
   /**
-   * Drops every cached plan, so the next steps are recorded again (benchmark A/B runs after a kernel tuning
-   * change). Only call it between requests: a plan in use by a submitted step is destroyed here.
+   * Records later plans under the engine's kernel profile with `overrides` applied (benchmark A/B runs on one
+   * loaded model; buffers sized at load stay, so a profile that needs more scratch is an error). Drops the
+   * cached plans: only call it between requests.
+   */
+  async setKernelProfile(overrides: ProfileOverrides): Promise<void> {
+    await this.dropPlans();
+    this.#planGpu = this.gpu.withProfile(overrides);
+  }
+
+  /**
+   * Drops every cached plan, so the next steps are recorded again. Only call it between requests: a plan in
+   * use by a submitted step is destroyed here.
    */
   async dropPlans(): Promise<void> {
     const old = [...this.#plans.values()];
@@ -289,12 +345,22 @@ export class Engine {
    * Records one step (one compute pass). `maxKvLen` sizes the decode-attention grid; `minKvLen` (the
    * shortest running decode row, 0 if unknown) lets it skip the variant for short rows when there are none.
    */
-  encodeStep(encoder: GPUCommandEncoder, plan: Plan, maxKvLen: number, minKvLen = 0, part?: "head" | "tail"): void {
+  encodeStep(
+    encoder: GPUCommandEncoder,
+    plan: Plan,
+    maxKvLen: number,
+    minKvLen = 0,
+    part?: "head" | "tail",
+  ): void {
     const pass = encoder.beginComputePass({ label: "step" });
     // `part`: the step's first dispatches (HEAD_SHARE of them) or the rest, for a step whose head goes to
-    // the GPU before the rest is encoded (a prefill on an idle GPU: its ~1.4 ms of encoding then overlaps).
+    // the GPU before the rest is encoded (a prefill on an idle GPU: its encoding then overlaps the GPU's work).
     const cut = Math.ceil(plan.list.length * HEAD_SHARE);
-    const list = part === "head" ? plan.list.slice(0, cut) : part === "tail" ? plan.list.slice(cut) : plan.list;
+    const list = part === "head"
+      ? plan.list.slice(0, cut)
+      : part === "tail"
+      ? plan.list.slice(cut)
+      : plan.list;
     encodeDispatches(pass, list, { maxKvLen, minKvLen });
     pass.end();
   }
@@ -322,7 +388,11 @@ export class Engine {
         const rows = new Uint32Array(4 * n);
         for (let i = 0; i < n; i++) rows.set([ids[p0 + i], p0 + i, slot, 0], 4 * i);
         this.writeRows(rows);
-        const plan = await this.plan({ decode: 0, segments: [{ row0: 0, len: n, final: false }], logits: "all" });
+        const plan = await this.plan({
+          decode: 0,
+          segments: [{ row0: 0, len: n, final: false }],
+          logits: "all",
+        });
         const enc = this.gpu.device.createCommandEncoder();
         this.encodeStep(enc, plan, p0 + n);
         this.gpu.device.queue.submit([enc.finish()]);

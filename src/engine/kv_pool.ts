@@ -49,12 +49,18 @@ export class KvPool {
   constructor(readonly gpu: Gpu, readonly shape: KvShape) {
     const type = shape.type ?? "act";
     this.bytesPerPage = kvBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize;
-    const layerBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize * shape.numPages;
+    const layerBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize *
+      shape.numPages;
     if (layerBytes > gpu.info.maxBinding) {
-      throw new CapacityError(`KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, over the ${gpu.info.maxBinding}-byte binding limit`);
+      throw new CapacityError(
+        `KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, over the ${gpu.info.maxBinding}-byte binding limit`,
+      );
     }
-    this.layers = Array.from({ length: shape.layers }, (_, l) =>
-      gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage: GPUBufferUsage.STORAGE }));
+    this.layers = Array.from(
+      { length: shape.layers },
+      (_, l) =>
+        gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage: GPUBufferUsage.STORAGE }),
+    );
     this.scales = type === "q8"
       ? Array.from({ length: shape.layers }, (_, l) =>
         gpu.memory.create("kv", {
@@ -94,13 +100,21 @@ export class KvPool {
     if (need > this.shape.maxPages) throw new CapacityError(`position ${upto} is beyond the context window`);
     if (need <= pages.length) return;
     if (need - pages.length > this.#free.length) {
-      throw new CapacityError(`KV cache full: need ${need - pages.length} more pages, ${this.#free.length} free`);
+      throw new CapacityError(
+        `KV cache full: need ${need - pages.length} more pages, ${this.#free.length} free`,
+      );
     }
     const first = pages.length;
     while (pages.length < need) pages.push(this.#free.pop()!);
     const row = slot * this.shape.maxPages;
     for (let i = first; i < need; i++) this.#table[row + i] = pages[i];
-    this.gpu.device.queue.writeBuffer(this.pageTable, (row + first) * 4, this.#table, row + first, need - first);
+    this.gpu.device.queue.writeBuffer(
+      this.pageTable,
+      (row + first) * 4,
+      this.#table,
+      row + first,
+      need - first,
+    );
   }
 
   /** Returns pages to the pool. Safe right away: later GPU work is queued after work already submitted. */

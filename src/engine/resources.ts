@@ -4,7 +4,6 @@
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
-import { decodeSplit } from "../ops/attention.ts";
 import { splitKRows } from "../ops/matmul.ts";
 
 export interface Dims {
@@ -32,17 +31,17 @@ export interface Capacity {
 }
 
 export interface Activations {
-  rows: GPUBuffer;   // (rows) Row {token, pos, slot, kind}
-  x: GPUBuffer;      // (rows, hidden) f32 residual
-  xn: GPUBuffer;     // (rows, hidden) f32: matmul inputs are f32 (no f16→f32 conversion in the matmuls)
-  qkv: GPUBuffer;    // (rows, (nq + 2·nkv)·hd) act
-  q: GPUBuffer;      // (rows, nq·hd) act
-  attn: GPUBuffer;   // (rows, nq·hd) f32
-  gu: GPUBuffer;     // (rows, 2·intermediate) act
-  h: GPUBuffer;      // (rows, intermediate) f32
-  opart: GPUBuffer;  // (decodeRows, nq, maxSplit, hd) f32
-  ml: GPUBuffer;     // (decodeRows, nq, maxSplit) vec2<f32>
-  xl: GPUBuffer;     // (logitRows, hidden) f32
+  rows: GPUBuffer; // (rows) Row {token, pos, slot, kind}
+  x: GPUBuffer; // (rows, hidden) f32 residual
+  xn: GPUBuffer; // (rows, hidden) f32: matmul inputs are f32 (no f16→f32 conversion in the matmuls)
+  qkv: GPUBuffer; // (rows, (nq + 2·nkv)·hd) act
+  q: GPUBuffer; // (rows, nq·hd) act
+  attn: GPUBuffer; // (rows, nq·hd) f32
+  gu: GPUBuffer; // (rows, 2·intermediate) act
+  h: GPUBuffer; // (rows, intermediate) f32
+  opart: GPUBuffer; // (decodeRows, nq, maxSplit, hd) f32
+  ml: GPUBuffer; // (decodeRows, nq, maxSplit) vec2<f32>
+  xl: GPUBuffer; // (logitRows, hidden) f32
   logits: GPUBuffer; // (logitRows, vocab) f32
   splitk: GPUBuffer; // (splits, rows, hidden) f32: split-K partials of the narrow prefill matmuls (o, down)
   maxSplit: number;
@@ -58,7 +57,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
     });
   const R = cap.rows;
-  const maxSplit = Math.ceil(cap.context / decodeSplit());
+  const maxSplit = Math.ceil(cap.context / gpu.profile.decodeAttention.keysPerSplit);
   return {
     rows: mk("rows", R * 16),
     x: mk("x", R * d.hidden * 4),
@@ -72,7 +71,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
     ml: mk("ml", cap.decodeRows * d.nq * maxSplit * 8),
     xl: mk("xl", cap.logitRows * d.hidden * 4),
     logits: mk("logits", cap.logitRows * d.vocab * 4),
-    splitk: mk("splitk", splitKRows(cap.rows) * d.hidden * 4),
+    splitk: mk("splitk", splitKRows(gpu.profile, cap.rows) * d.hidden * 4),
     maxSplit,
     cap,
   };
@@ -82,22 +81,16 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
  * Rows of a solo prefill step (at most 2048, a multiple of 64) whose activations each fit one storage
  * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's parts).
  */
-export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info">): number {
+export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info" | "profile">): number {
   const ab = gpu.info.f16 ? 2 : 4;
   const perRow = Math.max(
-    d.hidden * 4, (d.nq + 2 * d.nkv) * d.hd * ab, d.nq * d.hd * 4, 2 * d.intermediate * ab, d.intermediate * 4,
-    (splitKRows(2048) / 2048) * d.hidden * 4,
+    d.hidden * 4,
+    (d.nq + 2 * d.nkv) * d.hd * ab,
+    d.nq * d.hd * 4,
+    2 * d.intermediate * ab,
+    d.intermediate * 4,
+    (splitKRows(gpu.profile, 2048) / 2048) * d.hidden * 4,
   );
   const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch;
   return Math.max(64, Math.min(2048, fit - (fit % 64)));
-}
-
-/** Bytes the activations take for these dims and capacity (for the memory fit before allocating). */
-export function activationBytes(d: Dims, cap: Capacity, f16: boolean): number {
-  const ab = f16 ? 2 : 4;
-  const R = cap.rows;
-  const maxSplit = Math.ceil(cap.context / decodeSplit());
-  return R * 16 + R * d.hidden * 8 + R * (d.nq + 2 * d.nkv) * d.hd * ab + R * d.nq * d.hd * (ab + 4) +
-    R * d.intermediate * (2 * ab + 4) + cap.decodeRows * d.nq * maxSplit * (d.hd * 4 + 8) +
-    cap.logitRows * (d.hidden * 4 + d.vocab * 4) + splitKRows(R) * d.hidden * 4;
 }

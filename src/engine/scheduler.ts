@@ -12,14 +12,23 @@ import type { StreamDecoder } from "../loader/tokenizer.ts";
 import type { Engine } from "./engine.ts";
 import { GREEDY } from "./slots.ts";
 import {
-  type FinishReason, type GenerateRequest, Generation, type GenerationResult, type SchedulerEvent,
+  type FinishReason,
+  type GenerateRequest,
+  Generation,
+  type GenerationResult,
+  type SchedulerEvent,
   type SchedulerOptions,
 } from "./generation.ts";
 import type { StepLayout } from "./step.ts";
 import { StopMatcher } from "./stop.ts";
 
 export type {
-  FinishReason, GenerateRequest, GenerationResult, SchedulerEvent, SchedulerOptions, TokenChunk,
+  FinishReason,
+  GenerateRequest,
+  GenerationResult,
+  SchedulerEvent,
+  SchedulerOptions,
+  TokenChunk,
 } from "./generation.ts";
 export { Generation } from "./generation.ts";
 
@@ -87,9 +96,13 @@ export class Scheduler {
   /** Starts a request. Throws ContextWindowError/ValidationError at once when it cannot run. */
   submit(req: GenerateRequest): Generation {
     if (!req.prompt.length) throw new ValidationError("the prompt is empty", "prompt");
-    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) throw new ValidationError("max_tokens must be a positive integer", "max_tokens");
+    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 1) {
+      throw new ValidationError("max_tokens must be a positive integer", "max_tokens");
+    }
     const ctx = this.engine.contextWindow;
-    if (req.prompt.length + req.maxTokens > ctx) throw new ContextWindowError(req.prompt.length, req.maxTokens, ctx);
+    if (req.prompt.length + req.maxTokens > ctx) {
+      throw new ContextWindowError(req.prompt.length, req.maxTokens, ctx);
+    }
     const vocab = this.engine.config.dims.vocab;
     if (req.prompt.some((t) => !Number.isInteger(t) || t < 0 || t >= vocab)) {
       throw new ValidationError(`prompt token ids must be integers in [0, ${vocab})`, "prompt");
@@ -184,7 +197,9 @@ export class Scheduler {
 
   /** Cancelled sequences end now; their in-flight results are ignored. */
   #reap(): void {
-    for (const s of [...this.#queue, ...this.#active]) if (s.req.signal?.aborted) this.#finish(s, "cancelled");
+    for (const s of [...this.#queue, ...this.#active]) {
+      if (s.req.signal?.aborted) this.#finish(s, "cancelled");
+    }
   }
 
   #admit(): void {
@@ -193,7 +208,9 @@ export class Scheduler {
       const s = this.#queue[0];
       const need = kv.pagesFor(s.req.prompt.length + 1);
       if (need > kv.freePages) {
-        if (!this.#active.length) this.#finish(s, "error", new CapacityError("the KV cache cannot hold this prompt"));
+        if (!this.#active.length) {
+          this.#finish(s, "error", new CapacityError("the KV cache cannot hold this prompt"));
+        }
         break;
       }
       this.#queue.shift();
@@ -226,7 +243,12 @@ export class Scheduler {
       if (!pre && !decoding.length) return null;
       steps = pre ? 1 : Math.min(this.stepsPerSubmit, Math.max(...decoding.map((s) => s.limit - s.encPos)));
       // Alone, a prompt takes the big chunks; with decodes in the step, the small ones keep their waits short.
-      chunk = pre ? Math.min(decoding.length ? eng.prefillChunk : eng.soloPrefillChunk, pre.req.prompt.length - pre.prefilled) : 0;
+      chunk = pre
+        ? Math.min(
+          decoding.length ? eng.prefillChunk : eng.soloPrefillChunk,
+          pre.req.prompt.length - pre.prefilled,
+        )
+        : 0;
       const short = decoding.find((s) => !this.#grow(s, Math.min(s.encPos + steps, s.limit)));
       if (short) {
         this.#finish(short, "length");
@@ -245,7 +267,9 @@ export class Scheduler {
     if (pre) {
       const final = pre.prefilled + chunk === pre.req.prompt.length;
       layout = { decode: D, segments: [{ row0: D, len: chunk, final }], logits: "sampled" };
-      for (let i = 0; i < chunk; i++) rows.push(pre.req.prompt[pre.prefilled + i], pre.prefilled + i, pre.slot, 0);
+      for (let i = 0; i < chunk; i++) {
+        rows.push(pre.req.prompt[pre.prefilled + i], pre.prefilled + i, pre.slot, 0);
+      }
     } else {
       layout = { decode: D, segments: [], logits: "sampled" };
     }
@@ -292,7 +316,13 @@ export class Scheduler {
     enc.copyBufferToBuffer(eng.slots.slots, 0, staging.buffer, 0, slotBytes);
     let off = slotBytes;
     for (const r of ranges) {
-      enc.copyBufferToBuffer(eng.slots.hist, (r.seq.slot * eng.slots.ctx + r.start) * 4, staging.buffer, off, r.len * 4);
+      enc.copyBufferToBuffer(
+        eng.slots.hist,
+        (r.seq.slot * eng.slots.ctx + r.start) * 4,
+        staging.buffer,
+        off,
+        r.len * 4,
+      );
       off += r.len * 4;
     }
     const firstToken = !!pre && pre.phase === "decode";

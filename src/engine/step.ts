@@ -132,7 +132,17 @@ export class StepGraph {
   async #prefillNorm(weight: GPUBuffer): Promise<void> {
     const { acts, dims } = this.res;
     const P = this.R - this.D;
-    if (P > 0) await rmsNorm(this.ctx, { x: acts.x, weight, y: acts.xn, R: P, row0: this.D, H: dims.hidden, eps: dims.eps });
+    if (P > 0) {
+      await rmsNorm(this.ctx, {
+        x: acts.x,
+        weight,
+        y: acts.xn,
+        R: P,
+        row0: this.D,
+        H: dims.hidden,
+        eps: dims.eps,
+      });
+    }
   }
 
   /**
@@ -152,7 +162,16 @@ export class StepGraph {
     await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
     if (P > 0) {
       await this.#prefillNorm(weight);
-      await matmul(this.ctx, { x: acts.xn, w, y: acts.gu, M: P, row0: this.D, out: "act", mode: "tiled", splitK: this.#splitK() });
+      await matmul(this.ctx, {
+        x: acts.xn,
+        w,
+        y: acts.gu,
+        M: P,
+        row0: this.D,
+        out: "act",
+        mode: "tiled",
+        splitK: this.#splitK(),
+      });
       await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
     }
   }
@@ -162,7 +181,12 @@ export class StepGraph {
     return { buffer: this.res.acts.splitk, rows: this.res.acts.cap.rows };
   }
 
-  async #linear(src: ActName, g: LinearGroup, dst: ActName | "x", norm?: { weight: GPUBuffer; eps: number }): Promise<void> {
+  async #linear(
+    src: ActName,
+    g: LinearGroup,
+    dst: ActName | "x",
+    norm?: { weight: GPUBuffer; eps: number },
+  ): Promise<void> {
     const acts = this.res.acts;
     const x = acts[src];
     const y = acts[dst];
@@ -172,9 +196,32 @@ export class StepGraph {
       if (this.D > 0) {
         // A fused norm reads the residual itself.
         const xv = norm ? acts.x : x;
-        await matmul(this.ctx, { x: xv, w: p.w, y, M: this.D, out, mode: "vec", ldy: g.N, nOff: p.nOff, norm });
+        await matmul(this.ctx, {
+          x: xv,
+          w: p.w,
+          y,
+          M: this.D,
+          out,
+          mode: "vec",
+          ldy: g.N,
+          nOff: p.nOff,
+          norm,
+        });
       }
-      if (P > 0) await matmul(this.ctx, { x, w: p.w, y, M: P, row0: this.D, out, mode: "tiled", ldy: g.N, nOff: p.nOff, splitK: this.#splitK() });
+      if (P > 0) {
+        await matmul(this.ctx, {
+          x,
+          w: p.w,
+          y,
+          M: P,
+          row0: this.D,
+          out,
+          mode: "tiled",
+          ldy: g.N,
+          nOff: p.nOff,
+          splitK: this.#splitK(),
+        });
+      }
     }
   }
 
@@ -182,34 +229,71 @@ export class StepGraph {
    * RoPE (+ optional per-head Q/K norm), K/V into the cache, then attention: qkv → attn. Decode rows do
    * the first part inside decode attention; prefill rows take rope.wgsl.
    */
-  async attention(layer: number, opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {}): Promise<void> {
+  async attention(
+    layer: number,
+    opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {},
+  ): Promise<void> {
     const { acts, dims, kv } = this.res;
     const common = {
-      rows: acts.rows, pages: kv.pageTable, kv: kv.layers[layer], kvScale: kv.scales?.[layer], nq: dims.nq, nkv: dims.nkv, hd: dims.hd,
-      pageSize: kv.shape.pageSize, maxPages: kv.shape.maxPages,
+      rows: acts.rows,
+      pages: kv.pageTable,
+      kv: kv.layers[layer],
+      kvScale: kv.scales?.[layer],
+      nq: dims.nq,
+      nkv: dims.nkv,
+      hd: dims.hd,
+      pageSize: kv.shape.pageSize,
+      maxPages: kv.shape.maxPages,
     };
     const ropeArgs = {
-      qkv: acts.qkv, invFreq: this.res.invFreq, qNorm: opts.qNorm, kNorm: opts.kNorm, rot: dims.rotary, eps: dims.eps,
+      qkv: acts.qkv,
+      invFreq: this.res.invFreq,
+      qNorm: opts.qNorm,
+      kNorm: opts.kNorm,
+      rot: dims.rotary,
+      eps: dims.eps,
       mscale: this.res.mscale,
     };
     // Decode rows: RoPE and the KV write go with decode attention (inside it for rows up to a few
     // thousand keys); prefill rows take rope.wgsl here.
-    if (this.R > this.D) await rope(this.ctx, { ...common, ...ropeArgs, q: acts.q, R: this.R - this.D, row0: this.D });
+    if (this.R > this.D) {
+      await rope(this.ctx, { ...common, ...ropeArgs, q: acts.q, R: this.R - this.D, row0: this.D });
+    }
     const scale = opts.scale ?? 1 / Math.sqrt(dims.hd);
     if (this.D > 0) {
       await attentionDecode(this.ctx, {
-        ...common, rope: ropeArgs, q: acts.q, out: acts.attn, row0: 0, D: this.D, scale,
-        opart: acts.opart, ml: acts.ml, maxSplit: acts.maxSplit,
+        ...common,
+        rope: ropeArgs,
+        q: acts.q,
+        out: acts.attn,
+        row0: 0,
+        D: this.D,
+        scale,
+        opart: acts.opart,
+        ml: acts.ml,
+        maxSplit: acts.maxSplit,
       });
     }
     for (const s of this.layout.segments) {
-      await attentionPrefill(this.ctx, { ...common, q: acts.q, out: acts.attn, row0: s.row0, S: s.len, scale });
+      await attentionPrefill(this.ctx, {
+        ...common,
+        q: acts.q,
+        out: acts.attn,
+        row0: s.row0,
+        S: s.len,
+        scale,
+      });
     }
   }
 
   /** h = silu(gate) · up from the fused [gate | up] output. */
   async siluMul(): Promise<void> {
-    await siluMul(this.ctx, { gu: this.res.acts.gu, h: this.res.acts.h, R: this.R, I: this.res.dims.intermediate });
+    await siluMul(this.ctx, {
+      gu: this.res.acts.gu,
+      h: this.res.acts.h,
+      R: this.R,
+      I: this.res.dims.intermediate,
+    });
   }
 
   /**
@@ -221,13 +305,29 @@ export class StepGraph {
     if (L === 0) return;
     const { acts, dims } = this.res;
     await rmsNorm(this.ctx, {
-      x: acts.x, weight: norm, y: acts.xl, R: L, H: dims.hidden, eps: dims.eps, gather: this.lrowsBuffer(),
+      x: acts.x,
+      weight: norm,
+      y: acts.xl,
+      R: L,
+      H: dims.hidden,
+      eps: dims.eps,
+      gather: this.lrowsBuffer(),
     });
     // Sampled rows always take the vector kernel (batch invariance); "all" (tests, eval) takes the tiled one,
     // on f32 x: those logits are read in full, and int8 x moves them by ~0.06 (of ±20) on the bundled model.
     const mode = this.layout.logits === "all" ? "tiled" : "vec";
     for (const p of head.parts) {
-      await matmul(this.ctx, { x: acts.xl, w: p.w, y: acts.logits, M: L, out: "f32", mode, ldy: head.N, nOff: p.nOff, f32x: true });
+      await matmul(this.ctx, {
+        x: acts.xl,
+        w: p.w,
+        y: acts.logits,
+        M: L,
+        out: "f32",
+        mode,
+        ldy: head.N,
+        nOff: p.nOff,
+        f32x: true,
+      });
     }
     if (this.layout.logits === "sampled") {
       const g = this.layout.grammar ? this.res.grammar : null;
@@ -248,7 +348,9 @@ export class StepGraph {
         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
       });
       // (Deno panics on a zero-byte writeBuffer.)
-      if (this.lrows.length) this.res.gpu.device.queue.writeBuffer(this.#lrowsBuf, 0, new Uint32Array(this.lrows));
+      if (this.lrows.length) {
+        this.res.gpu.device.queue.writeBuffer(this.#lrowsBuf, 0, new Uint32Array(this.lrows));
+      }
     }
     return this.#lrowsBuf;
   }

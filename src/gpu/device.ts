@@ -8,12 +8,15 @@ import { isDeno, requestAdapter } from "../platform/mod.ts";
 import { KernelCache } from "./kernel.ts";
 import { MemoryLedger } from "./memory.ts";
 import type { Defines } from "./preprocess.ts";
+import { applyProfile, defaultProfile, type KernelProfile, type ProfileOverrides } from "./profile.ts";
 
 export interface GpuOptions {
   /** Use f16 activations when the adapter has `shader-f16` (default true). false forces the f32 path. */
   f16?: boolean;
   /** Use subgroup operations when the device grants them (default true). */
   subgroups?: boolean;
+  /** Changes to the kernel profile chosen for the adapter (src/gpu/profile.ts). */
+  profile?: ProfileOverrides;
 }
 
 export interface GpuInfo {
@@ -35,15 +38,33 @@ export interface GpuInfo {
   int8Dot: boolean;
 }
 
-/** A device plus everything shared by all kernels on it: pipeline cache, memory ledger, feature defines. */
+/**
+ * A device plus everything shared by all kernels on it: pipeline cache, memory ledger, feature defines, and
+ * the kernel profile the host wrappers read.
+ */
 export class Gpu {
   readonly kernels: KernelCache;
   readonly memory: MemoryLedger;
   /** Defines every shader sees: F16 (activations in f16), SUBGROUPS, and the directive switches. */
   readonly defines: Defines;
-  #errors: string[] = [];
+  readonly #errors: string[];
 
-  private constructor(readonly device: GPUDevice, readonly info: GpuInfo) {
+  private constructor(
+    readonly device: GPUDevice,
+    readonly info: GpuInfo,
+    /** Kernel shape choices for this device (src/gpu/profile.ts). */
+    readonly profile: KernelProfile,
+    same?: Gpu,
+  ) {
+    if (same) {
+      // Another profile over the same device: caches, ledger and error list are shared.
+      this.memory = same.memory;
+      this.defines = same.defines;
+      this.kernels = same.kernels;
+      this.#errors = same.#errors;
+      return;
+    }
+    this.#errors = [];
     this.memory = new MemoryLedger(device);
     this.defines = {};
     if (info.f16) this.defines.F16 = 1;
@@ -117,14 +138,24 @@ export class Gpu {
     device.lost.then((l) => {
       if (l.reason !== "destroyed") console.error(`[flint] WebGPU device lost: ${l.message}`);
     });
-    return new Gpu(device, info);
+    let profile: KernelProfile;
+    try {
+      profile = applyProfile(defaultProfile(info), opts.profile ?? {});
+    } catch (e) {
+      device.destroy();
+      throw e;
+    }
+    return new Gpu(device, info, profile);
+  }
+
+  /** The same device under this profile with `overrides` applied (a lab run, a test, an A/B). */
+  withProfile(overrides: ProfileOverrides): Gpu {
+    return new Gpu(this.device, this.info, applyProfile(this.profile, overrides), this);
   }
 
   /** Validation errors seen since the last call (tests assert there are none). */
   takeErrors(): string[] {
-    const e = this.#errors;
-    this.#errors = [];
-    return e;
+    return this.#errors.splice(0);
   }
 
   destroy(): void {

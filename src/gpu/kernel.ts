@@ -74,16 +74,22 @@ export class KernelCache {
 
   /** Forgets compiled variants of one file (kernel lab, after editing its source). */
   invalidate(file: string): void {
-    for (const key of [...this.#pipelines.keys()]) if (key.startsWith(file.replace(/\.wgsl$/, ""))) this.#pipelines.delete(key);
+    for (const key of [...this.#pipelines.keys()]) {
+      if (key.startsWith(file.replace(/\.wgsl$/, ""))) this.#pipelines.delete(key);
+    }
   }
 
   async #compile(spec: KernelSpec, defines: Defines, label: string): Promise<Kernel> {
     const includes = new Map<string, string>();
     const top = await shaderSource(spec.file);
-    for (const name of top.matchAll(/#include\s+"([^"]+)"/g)) includes.set(name[1], await shaderSource(name[1]));
+    for (const name of top.matchAll(/#include\s+"([^"]+)"/g)) {
+      includes.set(name[1], await shaderSource(name[1]));
+    }
     const code = preprocess(top, defines, (n) => {
       const t = includes.get(n);
-      if (t === undefined) throw new Error(`${spec.file}: include ${n} not found (nested includes are not supported)`);
+      if (t === undefined) {
+        throw new Error(`${spec.file}: include ${n} not found (nested includes are not supported)`);
+      }
       return t;
     }, spec.file);
     const device = this.gpu.device;
@@ -112,7 +118,9 @@ export class KernelCache {
       bindings.set(u.name, { binding: u.binding, uniform: true });
       if (u.name === "params") {
         const members = new Map<string, { offset: number; type: string }>();
-        for (const m of (u as any).members ?? []) members.set(m.name, { offset: m.offset, type: m.type.name });
+        for (const m of (u as any).members ?? []) {
+          members.set(m.name, { offset: m.offset, type: m.type.name });
+        }
         params = { size: u.size, members };
       }
     }
@@ -122,7 +130,9 @@ export class KernelCache {
 }
 
 function kernelKey(file: string, defines: Defines, overrides: Record<string, number>): string {
-  const d = Object.keys(defines).sort().map((k) => (defines[k] === 1 || defines[k] === true ? k : `${k}=${defines[k]}`));
+  const d = Object.keys(defines).sort().map((
+    k,
+  ) => (defines[k] === 1 || defines[k] === true ? k : `${k}=${defines[k]}`));
   const o = Object.keys(overrides).sort().map((k) => `${k}=${overrides[k]}`);
   return [file.replace(/\.wgsl$/, ""), ...d, ...o].join("_");
 }
@@ -207,7 +217,9 @@ function packParams(kernel: Kernel, view: DataView, values: Record<string, numbe
     if (m.type === "f32") view.setFloat32(m.offset, v, true);
     else if (m.type === "i32") view.setInt32(m.offset, v, true);
     else if (m.type === "u32") {
-      if (v < 0 || !Number.isInteger(v)) throw new ShapeError(`${kernel.label}: param "${name}" = ${v} is not a u32`);
+      if (v < 0 || !Number.isInteger(v)) {
+        throw new ShapeError(`${kernel.label}: param "${name}" = ${v} is not a u32`);
+      }
       view.setUint32(m.offset, v, true);
     } else throw new ShapeError(`${kernel.label}: param "${name}" has unsupported type ${m.type}`);
   }
@@ -217,7 +229,11 @@ function packParams(kernel: Kernel, view: DataView, values: Record<string, numbe
 }
 
 /** Records dispatches into an open compute pass; skips redundant pipeline switches. */
-export function encodeDispatches(pass: GPUComputePassEncoder, list: readonly Dispatch[], step: StepShape): void {
+export function encodeDispatches(
+  pass: GPUComputePassEncoder,
+  list: readonly Dispatch[],
+  step: StepShape,
+): void {
   let last: GPUComputePipeline | null = null;
   for (const d of list) {
     const [x, y, z] = typeof d.grid === "function" ? d.grid(step) : d.grid;

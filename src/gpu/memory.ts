@@ -7,7 +7,14 @@
 export type MemoryCategory = "weights" | "kv" | "activations" | "staging" | "params" | "other";
 
 export class MemoryLedger {
-  #bytes: Record<MemoryCategory, number> = { weights: 0, kv: 0, activations: 0, staging: 0, params: 0, other: 0 };
+  #bytes: Record<MemoryCategory, number> = {
+    weights: 0,
+    kv: 0,
+    activations: 0,
+    staging: 0,
+    params: 0,
+    other: 0,
+  };
   #peak = 0;
   #owners = new WeakMap<GPUBuffer, { category: MemoryCategory; size: number }>();
 

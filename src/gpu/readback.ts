@@ -6,7 +6,12 @@
 import type { Gpu } from "./device.ts";
 
 /** Copies `size` bytes of `src` from `offset` and returns them once the GPU is done. */
-export async function readBuffer(gpu: Gpu, src: GPUBuffer, offset: number, size: number): Promise<ArrayBuffer> {
+export async function readBuffer(
+  gpu: Gpu,
+  src: GPUBuffer,
+  offset: number,
+  size: number,
+): Promise<ArrayBuffer> {
   const staging = gpu.memory.create("staging", {
     label: "readback",
     size: Math.ceil(size / 4) * 4,

@@ -14,7 +14,7 @@
 import { ShapeError } from "../errors.ts";
 import type { KernelCase } from "./case.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts";
-import { addCase, siluMulCase } from "./cases/elementwise.ts";
+import { siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
 import { grammarAdvanceCase, grammarMaskCase } from "./cases/grammar.ts";
@@ -37,7 +37,6 @@ export const CASES: readonly KernelCase[] = [
   attentionDecodeCase,
   attentionPrefillCase,
   siluMulCase,
-  addCase,
   sampleCase,
   stepBeginCase,
   grammarMaskCase,

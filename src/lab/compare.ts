@@ -90,7 +90,9 @@ export function describeReport(r: OutputReport): string {
     `${r.name}: ${r.ok ? "ok" : "FAIL"} — ${r.checked} checked, ${r.failed} failed, max |d| ${
       fmt(r.maxAbs)
     }, ` +
-    `max |d|/(atol+rtol·|ref|${r.tol.extra ? "+e" : ""}) ${fmt(r.maxRatio)} (atol ${fmt(r.tol.atol)}, rtol ${fmt(r.tol.rtol)}` +
+    `max |d|/(atol+rtol·|ref|${r.tol.extra ? "+e" : ""}) ${fmt(r.maxRatio)} (atol ${fmt(r.tol.atol)}, rtol ${
+      fmt(r.tol.rtol)
+    }` +
     `${r.tol.extra ? `, e: ${r.tol.extra.what}` : ""})`;
   const lines = [head];
   if (r.worst && r.maxAbs > 0) {

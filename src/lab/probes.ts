@@ -170,7 +170,11 @@ export async function probeMatmul(
     const c = set.upload("probe.c", new Uint32Array(n * n));
     const ctx = set.context();
     for (let i = 0; i < reps; i++) {
-      await record(ctx, { file: "probe_matmul_i8.wgsl" }, { buffers: { a, b, c }, params: { n }, grid: [n / 64, n / 64, 1] });
+      await record(ctx, { file: "probe_matmul_i8.wgsl" }, {
+        buffers: { a, b, c },
+        params: { n },
+        grid: [n / 64, n / 64, 1],
+      });
     }
     const t = await timed(set, ctx, opts.iters ?? 5, reps);
     let maxRelErr: number | null = null;
@@ -201,7 +205,7 @@ export async function probeMatmul(
     }
     n = best.n;
     // Best of three timed passes: a ceiling is the best the device does, and its clocks sometimes dip for a
-    // while (bench/NOTES.md #30; the same probe read 20 and 48 TOPS in two runs on one H200).
+    // while.
     r = await measureAt(n, repsFor(best.ms, 20));
     for (let t = 0; t < 2; t++) {
       const again = await measureAt(n, repsFor(best.ms, 20));

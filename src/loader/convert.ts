@@ -10,14 +10,7 @@
  */
 import { LoaderError, ValidationError } from "../errors.ts";
 import { DiskModelSource } from "../platform/deno.ts";
-import {
-  type DType,
-  DTYPE_BYTES,
-  f32ToBf16,
-  f32ToF16,
-  readHeader,
-  readTensorIndex,
-} from "./safetensors.ts";
+import { type DType, DTYPE_BYTES, f32ToBf16, f32ToF16, readHeader, readTensorIndex } from "./safetensors.ts";
 import { type TensorEntry, toFloat32 } from "./safetensors.ts";
 import { AFFINE_BITS, AFFINE_GROUP_SIZES, type AffineQuantized, quantizeAffine } from "./quantize.ts";
 

@@ -10,7 +10,17 @@ import type { ModelSource } from "../platform/mod.ts";
 export type DType = "BF16" | "F16" | "F32" | "U32" | "I32" | "U8" | "I8" | "F64" | "I64" | "U16" | "I16";
 
 export const DTYPE_BYTES: Record<DType, number> = {
-  BF16: 2, F16: 2, F32: 4, U32: 4, I32: 4, U8: 1, I8: 1, F64: 8, I64: 8, U16: 2, I16: 2,
+  BF16: 2,
+  F16: 2,
+  F32: 4,
+  U32: 4,
+  I32: 4,
+  U8: 1,
+  I8: 1,
+  F64: 8,
+  I64: 8,
+  U16: 2,
+  I16: 2,
 };
 
 export interface TensorEntry {
@@ -36,11 +46,17 @@ export async function readHeader(source: ModelSource, file: string): Promise<Ten
   const where = `${source.name}/${file}`;
   const size = await source.size(file);
   if (size === null) throw new LoaderError(where, null, "file not found");
-  if (size < 8) throw new LoaderError(where, null, `file is ${size} bytes, too short for a safetensors header`);
+  if (size < 8) {
+    throw new LoaderError(where, null, `file is ${size} bytes, too short for a safetensors header`);
+  }
   const lenBytes = await source.read(file, 0, 8);
   const n = Number(new DataView(lenBytes.buffer, lenBytes.byteOffset, 8).getBigUint64(0, true));
   if (n > MAX_HEADER || 8 + n > size) {
-    throw new LoaderError(where, "header", `header length ${n} does not fit in a ${size}-byte file (truncated?)`);
+    throw new LoaderError(
+      where,
+      "header",
+      `header length ${n} does not fit in a ${size}-byte file (truncated?)`,
+    );
   }
   let json: Record<string, any>;
   try {
@@ -57,10 +73,20 @@ export async function readHeader(source: ModelSource, file: string): Promise<Ten
     if (!t || typeof t !== "object") throw new LoaderError(where, name, "tensor entry is not an object");
     const dtype = t.dtype as DType;
     if (!(dtype in DTYPE_BYTES)) {
-      throw new LoaderError(where, name, `unsupported dtype ${JSON.stringify(t.dtype)} (expected BF16, F16, F32, U32, I32)`);
+      throw new LoaderError(
+        where,
+        name,
+        `unsupported dtype ${JSON.stringify(t.dtype)} (expected BF16, F16, F32, U32, I32)`,
+      );
     }
-    if (!Array.isArray(t.shape) || !t.shape.every((d: unknown) => Number.isInteger(d) && (d as number) >= 0)) {
-      throw new LoaderError(where, name, `shape ${JSON.stringify(t.shape)} is not a list of non-negative integers`);
+    if (
+      !Array.isArray(t.shape) || !t.shape.every((d: unknown) => Number.isInteger(d) && (d as number) >= 0)
+    ) {
+      throw new LoaderError(
+        where,
+        name,
+        `shape ${JSON.stringify(t.shape)} is not a list of non-negative integers`,
+      );
     }
     const off = t.data_offsets;
     if (!Array.isArray(off) || off.length !== 2 || !off.every((d: unknown) => Number.isInteger(d))) {
@@ -70,11 +96,17 @@ export async function readHeader(source: ModelSource, file: string): Promise<Ten
     const want = t.shape.reduce((a: number, d: number) => a * d, 1) * DTYPE_BYTES[dtype];
     if (e < b || e - b !== want) {
       throw new LoaderError(
-        where, name, `data_offsets [${b}, ${e}] hold ${e - b} bytes but ${dtype} ${JSON.stringify(t.shape)} needs ${want}`,
+        where,
+        name,
+        `data_offsets [${b}, ${e}] hold ${e - b} bytes but ${dtype} ${JSON.stringify(t.shape)} needs ${want}`,
       );
     }
     if (dataStart + e > size) {
-      throw new LoaderError(where, name, `data ends at byte ${dataStart + e} but the file has ${size} bytes (truncated?)`);
+      throw new LoaderError(
+        where,
+        name,
+        `data ends at byte ${dataStart + e} but the file has ${size} bytes (truncated?)`,
+      );
     }
     spans.push([b, e, name]);
     tensors.set(name, { name, file, dtype, shape: t.shape, offset: dataStart + b, byteLength: e - b });
@@ -96,18 +128,30 @@ export async function readTensorIndex(source: ModelSource): Promise<TensorIndex>
     try {
       index = JSON.parse(await source.readText("model.safetensors.index.json"));
     } catch (e) {
-      throw new LoaderError(`${source.name}/model.safetensors.index.json`, null, `not valid JSON (${(e as Error).message})`);
+      throw new LoaderError(
+        `${source.name}/model.safetensors.index.json`,
+        null,
+        `not valid JSON (${(e as Error).message})`,
+      );
     }
     const map = index?.weight_map;
     if (!map || typeof map !== "object") {
-      throw new LoaderError(`${source.name}/model.safetensors.index.json`, "weight_map", "missing or not an object");
+      throw new LoaderError(
+        `${source.name}/model.safetensors.index.json`,
+        "weight_map",
+        "missing or not an object",
+      );
     }
     const shards = [...new Set(Object.values(map) as string[])].sort();
     const all = new Map<string, TensorEntry>();
     let metadata: Record<string, string> = {};
     for (const shard of shards) {
       if (!files.includes(shard)) {
-        throw new LoaderError(`${source.name}/model.safetensors.index.json`, "weight_map", `names shard ${shard}, which is missing`);
+        throw new LoaderError(
+          `${source.name}/model.safetensors.index.json`,
+          "weight_map",
+          `names shard ${shard}, which is missing`,
+        );
       }
       const h = await readHeader(source, shard);
       if (all.size === 0) metadata = h.metadata;
@@ -121,7 +165,9 @@ export async function readTensorIndex(source: ModelSource): Promise<TensorIndex>
     return { tensors: all, metadata };
   }
   const single = files.filter((f) => f.endsWith(".safetensors"));
-  if (single.length === 0) throw new LoaderError(source.name, null, "no .safetensors file in the model folder");
+  if (single.length === 0) {
+    throw new LoaderError(source.name, null, "no .safetensors file in the model folder");
+  }
   const all = new Map<string, TensorEntry>();
   let metadata: Record<string, string> = {};
   for (const f of single) {
@@ -142,7 +188,7 @@ export function toFloat32(bytes: Uint8Array, dtype: DType): Float32Array {
   const n = bytes.byteLength / DTYPE_BYTES[dtype];
   const out = new Float32Array(n);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (dtype === "F32") for (let i = 0; i < n; i++) out[i] = dv.getFloat32(4 * i, true);
+  if (dtype === "F32") { for (let i = 0; i < n; i++) out[i] = dv.getFloat32(4 * i, true); }
   else if (dtype === "BF16") {
     const u = new Uint32Array(1);
     const f = new Float32Array(u.buffer);
@@ -150,7 +196,7 @@ export function toFloat32(bytes: Uint8Array, dtype: DType): Float32Array {
       u[0] = dv.getUint16(2 * i, true) << 16;
       out[i] = f[0];
     }
-  } else if (dtype === "F16") for (let i = 0; i < n; i++) out[i] = f16ToF32(dv.getUint16(2 * i, true));
+  } else if (dtype === "F16") { for (let i = 0; i < n; i++) out[i] = f16ToF32(dv.getUint16(2 * i, true)); }
   else throw new Error(`toFloat32: ${dtype} is not a float dtype`);
   return out;
 }
@@ -217,7 +263,9 @@ export function encodeSafetensors(
   let off = 0;
   for (const t of tensors) {
     const want = t.shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[t.dtype];
-    if (want !== t.data.byteLength) throw new Error(`${t.name}: ${t.data.byteLength} bytes for ${t.dtype}${JSON.stringify(t.shape)}`);
+    if (want !== t.data.byteLength) {
+      throw new Error(`${t.name}: ${t.data.byteLength} bytes for ${t.dtype}${JSON.stringify(t.shape)}`);
+    }
     header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.data.byteLength] };
     off += t.data.byteLength;
   }

@@ -36,16 +36,58 @@ export interface SyntheticShape {
 
 /** Qwen3 shapes (vocab 16384, the reference shape's, so the bundled tokenizer fits every one). */
 export const SYNTHETIC_SHAPES: Record<string, SyntheticShape> = {
-  tiny: { hidden: 128, layers: 2, heads: 4, kvHeads: 2, headDim: 32, intermediate: 256, vocab: 16384, tied: true },
-  "qwen3-0.6b": { hidden: 1024, layers: 28, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, vocab: 16384, tied: true },
-  "qwen3-4b": { hidden: 2560, layers: 36, heads: 32, kvHeads: 8, headDim: 128, intermediate: 9728, vocab: 16384, tied: true },
+  tiny: {
+    hidden: 128,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 32,
+    intermediate: 256,
+    vocab: 16384,
+    tied: true,
+  },
+  "qwen3-0.6b": {
+    hidden: 1024,
+    layers: 28,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 3072,
+    vocab: 16384,
+    tied: true,
+  },
+  "qwen3-4b": {
+    hidden: 2560,
+    layers: 36,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 9728,
+    vocab: 16384,
+    tied: true,
+  },
   // The real Qwen3-8B has an untied head; so does this one.
-  "qwen3-8b": { hidden: 4096, layers: 36, heads: 32, kvHeads: 8, headDim: 128, intermediate: 12288, vocab: 16384, tied: false },
+  "qwen3-8b": {
+    hidden: 4096,
+    layers: 36,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 12288,
+    vocab: 16384,
+    tied: false,
+  },
 };
 
 export function syntheticShape(name: string): SyntheticShape {
   const s = SYNTHETIC_SHAPES[name];
-  if (!s) throw new LoaderError(`synthetic/${name}`, null, `unknown synthetic shape; known: ${Object.keys(SYNTHETIC_SHAPES).join(", ")}`);
+  if (!s) {
+    throw new LoaderError(
+      `synthetic/${name}`,
+      null,
+      `unknown synthetic shape; known: ${Object.keys(SYNTHETIC_SHAPES).join(", ")}`,
+    );
+  }
   return s;
 }
 
@@ -87,7 +129,11 @@ export class SyntheticModelSource implements ModelSource {
   readonly name: string;
   readonly #config: string;
 
-  constructor(readonly shape: string, readonly base: ModelSource, quant?: { bits: number; groupSize: number }) {
+  constructor(
+    readonly shape: string,
+    readonly base: ModelSource,
+    quant?: { bits: number; groupSize: number },
+  ) {
     this.name = `synthetic/${shape}`;
     this.#config = JSON.stringify(syntheticConfig(shape, quant), null, 2);
   }
@@ -111,18 +157,24 @@ export class SyntheticModelSource implements ModelSource {
       }
       return b;
     }
-    if (!TOKENIZER_FILES.includes(file)) throw new LoaderError(`${this.name}/${file}`, null, "file not found (synthetic model)");
+    if (!TOKENIZER_FILES.includes(file)) {
+      throw new LoaderError(`${this.name}/${file}`, null, "file not found (synthetic model)");
+    }
     return await this.base.read(file, offset, length, into);
   }
 
   /** `EngineOptions.weightSource` for this shape (tied or not as the shape says). */
-  weightSource(opts: Omit<SyntheticOptions, "tied"> = {}): (gpu: Gpu, config: ArchConfig) => SyntheticWeights {
+  weightSource(
+    opts: Omit<SyntheticOptions, "tied"> = {},
+  ): (gpu: Gpu, config: ArchConfig) => SyntheticWeights {
     return syntheticWeightSource({ ...opts, tied: syntheticShape(this.shape).tied });
   }
 
   async readText(file: string): Promise<string> {
     if (file === "config.json") return this.#config;
-    if (!TOKENIZER_FILES.includes(file)) throw new LoaderError(`${this.name}/${file}`, null, "file not found (synthetic model)");
+    if (!TOKENIZER_FILES.includes(file)) {
+      throw new LoaderError(`${this.name}/${file}`, null, "file not found (synthetic model)");
+    }
     return await this.base.readText(file);
   }
 }
@@ -150,8 +202,10 @@ export function scaleRange(bits: number): { lo: number; hi: number } {
 }
 
 /** Names a qwen3 MLX checkpoint holds (the tied head has none of its own). */
-const LINEAR_RE = /^model\.layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)\.(weight|scales|biases)$/;
-const VECTOR_RE = /^model\.layers\.(\d+)\.(input_layernorm|post_attention_layernorm|self_attn\.[qk]_norm)\.weight$/;
+const LINEAR_RE =
+  /^model\.layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)\.(weight|scales|biases)$/;
+const VECTOR_RE =
+  /^model\.layers\.(\d+)\.(input_layernorm|post_attention_layernorm|self_attn\.[qk]_norm)\.weight$/;
 
 export class SyntheticWeights implements WeightSource {
   readonly format: WeightFormat;
@@ -168,7 +222,9 @@ export class SyntheticWeights implements WeightSource {
   has(name: string): boolean {
     const layers = this.config.dims.layers;
     if (/^lm_head\.(weight|scales|biases)$/.test(name)) return this.opts.tied === false;
-    if (/^model\.embed_tokens\.(weight|scales|biases)$/.test(name) || name === "model.norm.weight") return true;
+    if (/^model\.embed_tokens\.(weight|scales|biases)$/.test(name) || name === "model.norm.weight") {
+      return true;
+    }
     const m = LINEAR_RE.exec(name) ?? VECTOR_RE.exec(name);
     return !!m && Number(m[1]) < layers;
   }
@@ -181,7 +237,11 @@ export class SyntheticWeights implements WeightSource {
   async group(paths: string[], Ns: number[], K: number): Promise<LinearGroup> {
     const f = this.format as Extract<WeightFormat, { kind: "q" }>;
     if (K % f.groupSize !== 0 || (K * f.bits) % 32 !== 0) {
-      throw new LoaderError(`synthetic`, paths.join("+"), `K=${K} is not a multiple of the group size ${f.groupSize}`);
+      throw new LoaderError(
+        `synthetic`,
+        paths.join("+"),
+        `K=${K} is not a multiple of the group size ${f.groupSize}`,
+      );
     }
     const N = Ns.reduce((a, b) => a + b, 0);
     const name = paths.join("+");
@@ -198,15 +258,30 @@ export class SyntheticWeights implements WeightSource {
     for (let n0 = 0; n0 < N; n0 += maxRows) {
       const n = Math.min(maxRows, N - n0);
       const w = this.#buffer(name, n * rowWords);
-      await fillRandom(ctx, { out: w, words: n * rowWords, word0: n0 * rowWords, seed: wSeed, fill: { kind: "raw" } });
+      await fillRandom(ctx, {
+        out: w,
+        words: n * rowWords,
+        word0: n0 * rowWords,
+        seed: wSeed,
+        fill: { kind: "raw" },
+      });
       // Scales and biases: 16-bit, two per word; a shard starts on an even element (n0 is a multiple of 64).
       const sw = Math.ceil((n * groups) / 2);
       const s0 = (n0 * groups) / 2;
       const scales = this.#buffer(`${name}.scales`, sw);
       const biases = this.#buffer(`${name}.biases`, sw);
-      await fillRandom(ctx, { out: scales, words: sw, word0: s0, seed: sSeed, fill: { kind: "uniformBf16", ...range } });
       await fillRandom(ctx, {
-        out: biases, words: sw, word0: s0, seed: bSeed,
+        out: scales,
+        words: sw,
+        word0: s0,
+        seed: sSeed,
+        fill: { kind: "uniformBf16", ...range },
+      });
+      await fillRandom(ctx, {
+        out: biases,
+        words: sw,
+        word0: s0,
+        seed: bSeed,
         fill: { kind: "biasBf16", scaleSeed: sSeed, ...range, mid: (2 ** f.bits - 1) / 2 },
       });
       shards.push({ n0, n, w, scales, biases });
@@ -219,7 +294,12 @@ export class SyntheticWeights implements WeightSource {
   async vector(name: string, n: number): Promise<GPUBuffer> {
     const buf = this.#buffer(name, n);
     const ctx = this.#ctx();
-    await fillRandom(ctx, { out: buf, words: n, seed: streamOf(name, this.seed), fill: { kind: "uniformF32", lo: 0.9, hi: 1.1 } });
+    await fillRandom(ctx, {
+      out: buf,
+      words: n,
+      seed: streamOf(name, this.seed),
+      fill: { kind: "uniformF32", lo: 0.9, hi: 1.1 },
+    });
     this.#submit(ctx);
     return buf;
   }
@@ -264,6 +344,8 @@ export class SyntheticWeights implements WeightSource {
 }
 
 /** `EngineOptions.weightSource` for synthetic weights. */
-export function syntheticWeightSource(opts: SyntheticOptions = {}): (gpu: Gpu, config: ArchConfig) => SyntheticWeights {
+export function syntheticWeightSource(
+  opts: SyntheticOptions = {},
+): (gpu: Gpu, config: ArchConfig) => SyntheticWeights {
   return (gpu, config) => new SyntheticWeights(gpu, config, opts);
 }

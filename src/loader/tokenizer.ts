@@ -50,22 +50,34 @@ export class Tokenizer {
   /** Reads tokenizer.json and tokenizer_config.json (and chat_template.jinja/json when present). */
   static async load(source: ModelSource): Promise<Tokenizer> {
     const files = await source.list();
-    if (!files.includes("tokenizer.json")) throw new LoaderError(`${source.name}/tokenizer.json`, null, "file not found");
+    if (!files.includes("tokenizer.json")) {
+      throw new LoaderError(`${source.name}/tokenizer.json`, null, "file not found");
+    }
     let tj: any, tc: any = {};
     try {
       tj = JSON.parse(await source.readText("tokenizer.json"));
     } catch (e) {
-      throw new LoaderError(`${source.name}/tokenizer.json`, null, `not valid JSON (${(e as Error).message})`);
+      throw new LoaderError(
+        `${source.name}/tokenizer.json`,
+        null,
+        `not valid JSON (${(e as Error).message})`,
+      );
     }
     if (files.includes("tokenizer_config.json")) {
       try {
         tc = JSON.parse(await source.readText("tokenizer_config.json"));
       } catch (e) {
-        throw new LoaderError(`${source.name}/tokenizer_config.json`, null, `not valid JSON (${(e as Error).message})`);
+        throw new LoaderError(
+          `${source.name}/tokenizer_config.json`,
+          null,
+          `not valid JSON (${(e as Error).message})`,
+        );
       }
     }
     let template: string | null = typeof tc.chat_template === "string" ? tc.chat_template : null;
-    if (Array.isArray(tc.chat_template)) template = tc.chat_template.find((t: any) => t.name === "default")?.template ?? null;
+    if (Array.isArray(tc.chat_template)) {
+      template = tc.chat_template.find((t: any) => t.name === "default")?.template ?? null;
+    }
     if (files.includes("chat_template.jinja")) template = await source.readText("chat_template.jinja");
     else if (!template && files.includes("chat_template.json")) {
       template = JSON.parse(await source.readText("chat_template.json")).chat_template ?? null;
@@ -74,7 +86,11 @@ export class Tokenizer {
     try {
       tok = new HfTokenizer(tj, tc);
     } catch (e) {
-      throw new LoaderError(`${source.name}/tokenizer.json`, "model", `cannot build the tokenizer (${(e as Error).message})`);
+      throw new LoaderError(
+        `${source.name}/tokenizer.json`,
+        "model",
+        `cannot build the tokenizer (${(e as Error).message})`,
+      );
     }
     return new Tokenizer(tok, tj, tc, template, `${source.name}/tokenizer_config.json`);
   }
@@ -94,8 +110,13 @@ export class Tokenizer {
   }
 
   /** Renders the chat template (add_generation_prompt on) to text. */
-  applyChatTemplate(messages: ChatMessage[], opts: { tools?: unknown[]; extra?: Record<string, unknown> } = {}): string {
-    if (!this.#template) throw new TokenizerError("this model has no chat template (tokenizer_config.json: chat_template)");
+  applyChatTemplate(
+    messages: ChatMessage[],
+    opts: { tools?: unknown[]; extra?: Record<string, unknown> } = {},
+  ): string {
+    if (!this.#template) {
+      throw new TokenizerError("this model has no chat template (tokenizer_config.json: chat_template)");
+    }
     try {
       return this.#template.render({
         messages,

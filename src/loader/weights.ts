@@ -63,7 +63,13 @@ export class WeightLoader implements WeightSource {
     if (o === false) return null;
     if (o) return o;
     if (!this.has(`${path}.scales`)) return null;
-    if (!this.quant) throw new LoaderError(this.source.name, `${path}.scales`, "quantized tensor but config.json has no quantization block");
+    if (!this.quant) {
+      throw new LoaderError(
+        this.source.name,
+        `${path}.scales`,
+        "quantized tensor but config.json has no quantization block",
+      );
+    }
     return this.quant.default;
   }
 
@@ -80,7 +86,10 @@ export class WeightLoader implements WeightSource {
     let i = 0;
     while (i < specs.length) {
       let j = i + 1;
-      while (j < specs.length && sameFormat(specs[i].format, specs[j].format) && !!specs[i].bias === !!specs[j].bias) j++;
+      while (
+        j < specs.length && sameFormat(specs[i].format, specs[j].format) &&
+        !!specs[i].bias === !!specs[j].bias
+      ) j++;
       const run = specs.slice(i, j);
       const w = await this.#upload(run, K);
       parts.push({ w, nOff });
@@ -96,9 +105,11 @@ export class WeightLoader implements WeightSource {
     if (t.shape.length !== 1 || t.shape[0] !== n) {
       throw new LoaderError(`${this.source.name}/${t.file}`, name, `expected shape [${n}], got [${t.shape}]`);
     }
-    if (!["BF16", "F16", "F32"].includes(t.dtype)) throw new LoaderError(`${this.source.name}/${t.file}`, name, `expected a float tensor, got ${t.dtype}`);
+    if (!["BF16", "F16", "F32"].includes(t.dtype)) {
+      throw new LoaderError(`${this.source.name}/${t.file}`, name, `expected a float tensor, got ${t.dtype}`);
+    }
     const v = toFloat32(await readTensorBytes(this.source, t), t.dtype);
-    if (opts.plusOne) for (let i = 0; i < v.length; i++) v[i] += 1;
+    if (opts.plusOne) { for (let i = 0; i < v.length; i++) v[i] += 1; }
     this.bytesRead += t.byteLength;
     return this.uploadF32(name, v);
   }
@@ -122,23 +133,40 @@ export class WeightLoader implements WeightSource {
     if (q) {
       const cols = (K * q.bits) / 32;
       if (wt.dtype !== "U32" || wt.shape.length !== 2 || wt.shape[0] !== N || wt.shape[1] !== cols) {
-        throw new LoaderError(where, `${path}.weight`, `expected U32 [${N}, ${cols}] (${q.bits}-bit, K=${K}), got ${wt.dtype} [${wt.shape}]`);
+        throw new LoaderError(
+          where,
+          `${path}.weight`,
+          `expected U32 [${N}, ${cols}] (${q.bits}-bit, K=${K}), got ${wt.dtype} [${wt.shape}]`,
+        );
       }
       const sc = this.tensor(`${path}.scales`);
       const bi = this.tensor(`${path}.biases`);
       for (const t of [sc, bi]) {
         if (t.shape.length !== 2 || t.shape[0] !== N || t.shape[1] !== K / q.groupSize) {
-          throw new LoaderError(`${this.source.name}/${t.file}`, t.name, `expected [${N}, ${K / q.groupSize}] (group size ${q.groupSize}), got [${t.shape}]`);
+          throw new LoaderError(
+            `${this.source.name}/${t.file}`,
+            t.name,
+            `expected [${N}, ${K / q.groupSize}] (group size ${q.groupSize}), got [${t.shape}]`,
+          );
         }
-        if (!["BF16", "F16", "F32"].includes(t.dtype)) throw new LoaderError(`${this.source.name}/${t.file}`, t.name, `unsupported dtype ${t.dtype}`);
+        if (!["BF16", "F16", "F32"].includes(t.dtype)) {
+          throw new LoaderError(`${this.source.name}/${t.file}`, t.name, `unsupported dtype ${t.dtype}`);
+        }
       }
-      const format: WeightFormat = { kind: "q", bits: q.bits, groupSize: q.groupSize, scaleF16: sc.dtype !== "BF16" };
+      const format: WeightFormat = {
+        kind: "q",
+        bits: q.bits,
+        groupSize: q.groupSize,
+        scaleF16: sc.dtype !== "BF16",
+      };
       return { path, N, format, wt, sc, bi, bias };
     }
     if (wt.shape.length !== 2 || wt.shape[0] !== N || wt.shape[1] !== K) {
       throw new LoaderError(where, `${path}.weight`, `expected [${N}, ${K}], got [${wt.shape}]`);
     }
-    if (!["BF16", "F16", "F32"].includes(wt.dtype)) throw new LoaderError(where, `${path}.weight`, `unsupported dtype ${wt.dtype}`);
+    if (!["BF16", "F16", "F32"].includes(wt.dtype)) {
+      throw new LoaderError(where, `${path}.weight`, `unsupported dtype ${wt.dtype}`);
+    }
     const format: WeightFormat = wt.dtype === "BF16" ? { kind: "bf16" } : { kind: "f16" };
     return { path, N, format, wt, sc: null, bi: null, bias };
   }
@@ -174,7 +202,14 @@ export class WeightLoader implements WeightSource {
   }
 
   /** Rows [n0, n0+n) of the concatenation of `run`'s tensors `key`, as a GPU buffer of 16-bit/packed data. */
-  async #rows(label: string, run: Described[], key: "wt" | "sc" | "bi", n0: number, n: number, outRowBytes: number): Promise<GPUBuffer> {
+  async #rows(
+    label: string,
+    run: Described[],
+    key: "wt" | "sc" | "bi",
+    n0: number,
+    n: number,
+    outRowBytes: number,
+  ): Promise<GPUBuffer> {
     const size = n * outRowBytes;
     const buf = this.gpu.memory.create("weights", {
       label,

@@ -44,9 +44,13 @@ export function parseDecoderConfig(
   const hidden = c.int("hidden_size");
   const nq = c.int("num_attention_heads");
   const nkv = c.int("num_key_value_heads", nq);
-  if (nq % nkv !== 0) throw new LoaderError(c.file, "num_key_value_heads", `${nkv} does not divide num_attention_heads ${nq}`);
+  if (nq % nkv !== 0) {
+    throw new LoaderError(c.file, "num_key_value_heads", `${nkv} does not divide num_attention_heads ${nq}`);
+  }
   const hd = o.headDimKey && c.has("head_dim") ? c.int("head_dim") : hidden / nq;
-  if (!Number.isInteger(hd)) throw new LoaderError(c.file, "head_dim", `hidden_size ${hidden} / heads ${nq} is not an integer`);
+  if (!Number.isInteger(hd)) {
+    throw new LoaderError(c.file, "head_dim", `hidden_size ${hidden} / heads ${nq} is not an integer`);
+  }
   const rope = readRope(c, hd, o.defaultTheta);
   return {
     modelType: String(c.json.model_type),
@@ -78,7 +82,11 @@ export async function loadDecoder(l: WeightSource, c: DecoderConfig): Promise<De
     const a = `${p}.self_attn`;
     layers.push({
       input_layernorm: await l.vector(`${p}.input_layernorm.weight`, H),
-      qkv: await l.group([`${a}.q_proj`, `${a}.k_proj`, `${a}.v_proj`], [d.nq * d.hd, d.nkv * d.hd, d.nkv * d.hd], H),
+      qkv: await l.group([`${a}.q_proj`, `${a}.k_proj`, `${a}.v_proj`], [
+        d.nq * d.hd,
+        d.nkv * d.hd,
+        d.nkv * d.hd,
+      ], H),
       q_norm: c.qkNorm ? await l.vector(`${a}.q_norm.weight`, d.hd) : undefined,
       k_norm: c.qkNorm ? await l.vector(`${a}.k_norm.weight`, d.hd) : undefined,
       o_proj: await l.group([`${a}.o_proj`], [H], d.nq * d.hd),

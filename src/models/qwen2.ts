@@ -3,7 +3,13 @@
  * from the `*.bias` tensors), head_dim = hidden/heads, rope_theta 1e6 by default.
  * @module
  */
-import { type DecoderConfig, type DecoderWeights, forwardDecoder, loadDecoder, parseDecoderConfig } from "./llama.ts";
+import {
+  type DecoderConfig,
+  type DecoderWeights,
+  forwardDecoder,
+  loadDecoder,
+  parseDecoderConfig,
+} from "./llama.ts";
 import type { Architecture } from "./model.ts";
 
 export const qwen2: Architecture<DecoderConfig, DecoderWeights> = {

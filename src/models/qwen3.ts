@@ -3,7 +3,13 @@
  * per-head RMSNorm of q and k (`q_norm`, `k_norm`, weight [head_dim]) applied after the reshape, before RoPE.
  * @module
  */
-import { type DecoderConfig, type DecoderWeights, forwardDecoder, loadDecoder, parseDecoderConfig } from "./llama.ts";
+import {
+  type DecoderConfig,
+  type DecoderWeights,
+  forwardDecoder,
+  loadDecoder,
+  parseDecoderConfig,
+} from "./llama.ts";
 import type { Architecture } from "./model.ts";
 
 export const qwen3: Architecture<DecoderConfig, DecoderWeights> = {

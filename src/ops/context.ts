@@ -31,8 +31,3 @@ export async function record(
 export function check(ok: boolean, op: string, what: string): void {
   if (!ok) throw new ShapeError(`${op}: ${what}`);
 }
-
-/** Bytes per activation element on this device (f16 when available). */
-export function actBytes(ctx: { gpu: Gpu }): number {
-  return ctx.gpu.info.f16 ? 2 : 4;
-}

@@ -14,7 +14,9 @@ export interface EmbedArgs {
 
 export async function embed(ctx: OpContext, a: EmbedArgs): Promise<void> {
   const H = a.table.K;
-  if (a.table.format.kind === "q") check(H % a.table.format.groupSize === 0, "embed", `hidden ${H} not a multiple of the group size`);
+  if (a.table.format.kind === "q") {
+    check(H % a.table.format.groupSize === 0, "embed", `hidden ${H} not a multiple of the group size`);
+  }
   const { defines, overrides } = formatVariant(a.table.format, "embed");
   const WG = 64;
   for (const s of a.table.shards) {

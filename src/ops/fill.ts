@@ -27,22 +27,30 @@ const DEFINE = { raw: "RAW", uniformBf16: "UNIFORM", biasBf16: "BIAS", uniformF3
 /** Records one fill dispatch. */
 export async function fillRandom(ctx: OpContext, a: FillArgs): Promise<void> {
   const word0 = a.word0 ?? 0;
-  check(a.words > 0 && a.out.size >= a.words * 4, "fillRandom", `${a.words} words into a ${a.out.size}-byte buffer`);
+  check(
+    a.words > 0 && a.out.size >= a.words * 4,
+    "fillRandom",
+    `${a.words} words into a ${a.out.size}-byte buffer`,
+  );
   check(word0 + a.words <= 2 ** 31, "fillRandom", `element index ${word0 + a.words} words overflows u32`);
   const f = a.fill;
   const WG = 256;
   const ITEMS = 4;
-  await record(ctx, { file: "fill_random.wgsl", defines: { [DEFINE[f.kind]]: 1 }, overrides: { WG, ITEMS } }, {
-    buffers: { out: a.out },
-    params: {
-      words: a.words,
-      word0,
-      seed: a.seed >>> 0,
-      seed2: f.kind === "biasBf16" ? f.scaleSeed >>> 0 : 0,
-      lo: "lo" in f ? f.lo : 0,
-      hi: "hi" in f ? f.hi : 0,
-      mid: f.kind === "biasBf16" ? f.mid : 0,
+  await record(
+    ctx,
+    { file: "fill_random.wgsl", defines: { [DEFINE[f.kind]]: 1 }, overrides: { WG, ITEMS } },
+    {
+      buffers: { out: a.out },
+      params: {
+        words: a.words,
+        word0,
+        seed: a.seed >>> 0,
+        seed2: f.kind === "biasBf16" ? f.scaleSeed >>> 0 : 0,
+        lo: "lo" in f ? f.lo : 0,
+        hi: "hi" in f ? f.hi : 0,
+        mid: f.kind === "biasBf16" ? f.mid : 0,
+      },
+      grid: grid1d(Math.ceil(a.words / (WG * ITEMS))),
     },
-    grid: grid1d(Math.ceil(a.words / (WG * ITEMS))),
-  });
+  );
 }

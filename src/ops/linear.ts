@@ -39,8 +39,8 @@ export function formatVariant(f: WeightFormat, kernel: "vec" | "tiled" | "embed"
   const defines: Defines = {};
   if (f.scaleF16) defines.SCALE_F16 = 1;
   if (kernel === "vec") defines[f.bits === 4 ? "Q4" : f.bits === 8 ? "Q8" : "QGEN"] = 1;
-  if (kernel === "tiled" && f.bits === 4) defines.TQ4 = 1;
-  if (kernel === "embed") defines.WQ = 1;
+  if (kernel === "tiled" && f.bits === 4) defines.Q4 = 1;
+  if (kernel === "embed") defines.QUANT = 1;
   return { defines, overrides: { BITS: f.bits, GS: f.groupSize } };
 }
 

@@ -39,7 +39,12 @@ export async function rope(ctx: OpContext, a: RopeArgs): Promise<void> {
   check(a.hd <= 512 && a.rot % 2 === 0 && a.rot <= a.hd, "rope", `hd=${a.hd} rot=${a.rot}`);
   check(!!a.qNorm === !!a.kNorm, "rope", "q_norm and k_norm come together");
   const buffers: Record<string, GPUBuffer> = {
-    rows: a.rows, qkv: a.qkv, inv_freq: a.invFreq, pages: a.pages, kv: a.kv, q: a.q,
+    rows: a.rows,
+    qkv: a.qkv,
+    inv_freq: a.invFreq,
+    pages: a.pages,
+    kv: a.kv,
+    q: a.q,
   };
   if (a.qNorm) Object.assign(buffers, { qn: a.qNorm, kn: a.kNorm });
   if (a.kvScale) buffers.kvs = a.kvScale;
@@ -48,7 +53,16 @@ export async function rope(ctx: OpContext, a: RopeArgs): Promise<void> {
   await record(ctx, { file: "rope.wgsl", defines, overrides }, {
     buffers,
     params: {
-      row0: a.row0 ?? 0, min_len: a.minLen ?? 0, nq: a.nq, nkv: a.nkv, hd: a.hd, rot: a.rot, ps: a.pageSize, max_pages: a.maxPages, eps: a.eps, mscale: a.mscale,
+      row0: a.row0 ?? 0,
+      min_len: a.minLen ?? 0,
+      nq: a.nq,
+      nkv: a.nkv,
+      hd: a.hd,
+      rot: a.rot,
+      ps: a.pageSize,
+      max_pages: a.maxPages,
+      eps: a.eps,
+      mscale: a.mscale,
     },
     grid: a.when ? (s) => (a.when!(s) ? [a.R, a.nq + a.nkv, 1] : [0, 0, 0]) : [a.R, a.nq + a.nkv, 1],
   });

@@ -20,14 +20,23 @@ export async function sample(
 ): Promise<void> {
   await record(ctx, { file: "sample.wgsl", overrides: { WG: 256 } }, {
     buffers: {
-      logits: a.logits, lrows: a.lrows, rows: a.rows, sp: a.s.sampling, slots: a.s.slots, hist: a.s.hist, eos: a.s.eos,
+      logits: a.logits,
+      lrows: a.lrows,
+      rows: a.rows,
+      sp: a.s.sampling,
+      slots: a.s.slots,
+      hist: a.s.hist,
+      eos: a.s.eos,
     },
     params: { V: a.V, ctx: a.s.ctx },
     grid: [a.L, 1, 1],
   });
 }
 
-export async function stepBegin(ctx: OpContext, a: { rows: GPUBuffer; R: number; s: SlotBuffers }): Promise<void> {
+export async function stepBegin(
+  ctx: OpContext,
+  a: { rows: GPUBuffer; R: number; s: SlotBuffers },
+): Promise<void> {
   await record(ctx, { file: "step_begin.wgsl", overrides: { WG: 64 } }, {
     buffers: { slots: a.s.slots, hist: a.s.hist, rows: a.rows },
     params: { R: a.R, ctx: a.s.ctx },

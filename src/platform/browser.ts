@@ -74,7 +74,13 @@ export function sourceFromFiles(list: Iterable<File>, fallbackName = "model"): B
     if (parts.length === 2) folder ||= parts[0];
     if (MODEL_FILE.test(f.name)) files.set(f.name, f);
   }
-  if (!files.size) throw new LoaderError(folder || fallbackName, null, "no model files in this folder (config.json, *.safetensors, tokenizer.json)");
+  if (!files.size) {
+    throw new LoaderError(
+      folder || fallbackName,
+      null,
+      "no model files in this folder (config.json, *.safetensors, tokenizer.json)",
+    );
+  }
   return new BlobModelSource(folder || fallbackName, files);
 }
 
@@ -96,7 +102,13 @@ export async function pickModelFolder(): Promise<BlobModelSource | null> {
   for await (const [name, handle] of dir.entries()) {
     if (handle.kind === "file" && MODEL_FILE.test(name)) files.set(name, await handle.getFile());
   }
-  if (!files.size) throw new LoaderError(dir.name, null, "no model files in this folder (config.json, *.safetensors, tokenizer.json)");
+  if (!files.size) {
+    throw new LoaderError(
+      dir.name,
+      null,
+      "no model files in this folder (config.json, *.safetensors, tokenizer.json)",
+    );
+  }
   return new BlobModelSource(dir.name, files);
 }
 
@@ -114,9 +126,20 @@ export async function sourceFromDrop(dt: DataTransfer): Promise<BlobModelSource 
   }
   const files = new Map<string, Blob>();
   for (const e of all) {
-    if (e.isFile && MODEL_FILE.test(e.name)) files.set(e.name, await new Promise<File>((res, rej) => e.file(res, rej)));
+    if (e.isFile && MODEL_FILE.test(e.name)) {
+      files.set(
+        e.name,
+        await new Promise<File>((res, rej) => e.file(res, rej)),
+      );
+    }
   }
-  if (!files.size) throw new LoaderError(entry.name, null, "no model files in this folder (config.json, *.safetensors, tokenizer.json)");
+  if (!files.size) {
+    throw new LoaderError(
+      entry.name,
+      null,
+      "no model files in this folder (config.json, *.safetensors, tokenizer.json)",
+    );
+  }
   return new BlobModelSource(entry.name, files);
 }
 
@@ -180,13 +203,25 @@ export async function cacheModel(src: BlobModelSource): Promise<{ persisted: boo
   const persisted = await requestPersistentStorage();
   const blobs: Record<string, Blob> = {};
   for (const [n, b] of src.files) blobs[n] = b;
-  const rec: CacheRecord = { name: src.name, bytes: src.bytes, files: src.files.size, savedAt: Date.now(), blobs };
+  const rec: CacheRecord = {
+    name: src.name,
+    bytes: src.bytes,
+    files: src.files.size,
+    savedAt: Date.now(),
+    blobs,
+  };
   try {
     await set(src.name, rec, db());
   } catch (e) {
     const quota = await navigator.storage?.estimate?.().catch(() => null);
-    const free = quota?.quota && quota.usage !== undefined ? `; ${formatBytes(quota.quota - quota.usage)} free` : "";
-    throw new LoaderError(src.name, null, `could not cache the model in this browser (${(e as Error).message}${free})`);
+    const free = quota?.quota && quota.usage !== undefined
+      ? `; ${formatBytes(quota.quota - quota.usage)} free`
+      : "";
+    throw new LoaderError(
+      src.name,
+      null,
+      `could not cache the model in this browser (${(e as Error).message}${free})`,
+    );
   }
   return { persisted };
 }

@@ -62,4 +62,5 @@ export class DiskModelSource implements ModelSource {
 }
 
 /** The bundled default model, relative to the repository root. */
-export const DEFAULT_MODEL_DIR: string = new URL("../../models/flint-coder-19m-mlx-4bit", import.meta.url).pathname;
+export const DEFAULT_MODEL_DIR: string =
+  new URL("../../models/flint-coder-19m-mlx-4bit", import.meta.url).pathname;

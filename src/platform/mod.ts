@@ -67,7 +67,9 @@ export async function requestAdapter(): Promise<GPUAdapter> {
   if (!adapter) {
     throw new DeviceError(
       "no WebGPU adapter found" +
-        (isDeno ? " (on Linux without a GPU, install mesa-vulkan-drivers for the lavapipe software adapter)" : ""),
+        (isDeno
+          ? " (on Linux without a GPU, install mesa-vulkan-drivers for the lavapipe software adapter)"
+          : ""),
     );
   }
   return adapter;

@@ -5,18 +5,19 @@
  * by under 2%.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { evaluateIds, main, tokenNll } from "../../src/cli/eval.ts";
-import { setMatmulTuning } from "../../src/ops/matmul.ts";
+import { evaluateIds, int8XProfile, main, tokenNll } from "../../src/cli/eval.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { Scheduler } from "../../src/engine/scheduler.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { DEFAULT_MODEL } from "../util/fixtures.ts";
 
-const TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n";
+const TEXT =
+  "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n";
 
+const OPTS = { maxBatch: 1, contextWindow: 128, prefillChunk: 32, logitRows: 32 };
 let engine: Engine;
 beforeAll(async () => {
-  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { maxBatch: 1, contextWindow: 128, prefillChunk: 32, logitRows: 32 });
+  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), OPTS);
 });
 afterAll(() => engine?.destroy());
 
@@ -39,20 +40,23 @@ describe("eval: mean token NLL and perplexity", () => {
     const ids = engine.tokenizer!.encode(TEXT);
     const opts = { context: ids.length, stride: ids.length };
     const auto = await evaluateIds(engine, ids, opts);
-    const prev = setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true } });
-    await engine.dropPlans();
+    const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+      ...OPTS,
+      gpuOptions: { profile: int8XProfile("all") },
+    });
     try {
-      const all = await evaluateIds(engine, ids, opts);
-      expect(all.meanNll).not.toBe(auto.meanNll);   // the int8 kernels ran
+      const all = await evaluateIds(e8, ids, opts);
+      expect(all.meanNll).not.toBe(auto.meanNll); // the int8 kernels ran
       expect(Math.abs(all.meanNll - auto.meanNll)).toBeLessThan(0.02 * auto.meanNll);
     } finally {
-      setMatmulTuning(prev);
-      await engine.dropPlans();
+      e8.destroy();
     }
   });
 
   test("--int8-x takes auto, all or none", async () => {
-    await expect(main(["--file", "README.md", "--int8-x", "some"])).rejects.toThrow(/--int8-x some: expected auto, all or none/);
+    await expect(main(["--file", "README.md", "--int8-x", "some"])).rejects.toThrow(
+      /--int8-x some: expected auto, all or none/,
+    );
   });
 
   test("tokenNll on a hand-made row", () => {

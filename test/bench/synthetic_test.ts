@@ -32,7 +32,11 @@ async function readShard(gpu: Gpu, w: Linear, i = 0) {
 let engine: Engine;
 beforeAll(async () => {
   const src = new SyntheticModelSource("tiny", new DiskModelSource(DEFAULT_MODEL));
-  engine = await Engine.load(src, { weightSource: src.weightSource({ seed: 7 }), maxBatch: 1, contextWindow: 128 });
+  engine = await Engine.load(src, {
+    weightSource: src.weightSource({ seed: 7 }),
+    maxBatch: 1,
+    contextWindow: 128,
+  });
 });
 afterAll(() => engine?.destroy());
 
@@ -40,7 +44,15 @@ describe("synthetic weights", () => {
   test("a tiny qwen3 shape loads through Engine.load and generates", async () => {
     expect(engine.info.name).toBe("tiny");
     expect(engine.info.quantization).toBe("affine 4-bit g64");
-    expect(engine.config.dims).toMatchObject({ hidden: 128, layers: 2, nq: 4, nkv: 2, hd: 32, intermediate: 256, vocab: 16384 });
+    expect(engine.config.dims).toMatchObject({
+      hidden: 128,
+      layers: 2,
+      nq: 4,
+      nkv: 2,
+      hd: 32,
+      intermediate: 256,
+      vocab: 16384,
+    });
     expect(engine.eosIds).toEqual([]);
     const sched = new Scheduler(engine);
     const r = await sched.submit({ prompt: [11, 2222, 333, 4444], maxTokens: 6 }).result;
@@ -98,7 +110,10 @@ describe("synthetic weights", () => {
   test("row shards continue one stream; has() follows a qwen3 checkpoint", async () => {
     const gpu = await Gpu.create();
     try {
-      const config = { dims: { layers: 2 }, quant: { default: { mode: "affine", bits: 4, groupSize: 64 }, overrides: new Map() } } as unknown as ArchConfig;
+      const config = {
+        dims: { layers: 2 },
+        quant: { default: { mode: "affine", bits: 4, groupSize: 64 }, overrides: new Map() },
+      } as unknown as ArchConfig;
       const whole = new SyntheticWeights(gpu, config, { seed: 3 });
       const split = new SyntheticWeights(gpu, config, { seed: 3, maxShardRows: 64, tied: false });
       const a = (await whole.group(["x.q", "x.k"], [100, 60], 128)).parts[0].w;
@@ -129,7 +144,18 @@ describe("synthetic weights", () => {
     const out = await Deno.makeTempDir({ prefix: "flint-bench-" });
     try {
       const p = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", `${ROOT}bench/bench.ts`, "--synthetic", "tiny", "--quick", "--out", out, "--baseline", "torch"],
+        args: [
+          "run",
+          "-A",
+          `${ROOT}bench/bench.ts`,
+          "--synthetic",
+          "tiny",
+          "--quick",
+          "--out",
+          out,
+          "--baseline",
+          "torch",
+        ],
         env: { XDG_RUNTIME_DIR: "/tmp" },
       }).output();
       const stderr = new TextDecoder().decode(p.stderr);
@@ -145,7 +171,9 @@ describe("synthetic weights", () => {
       expect(m.e2e.prefillAtDepth.length).toBe(1);
       expect(m.loadMs).toBeGreaterThan(0);
       expect(m.memory.peak).toBeGreaterThanOrEqual(m.weightBytes);
-      expect(m.kernels.map((k: any) => k.family)).toEqual(expect.arrayContaining(["matmul_vec", "matmul_tiled", "attention_decode", "attention_prefill"]));
+      expect(m.kernels.map((k: any) => k.family)).toEqual(
+        expect.arrayContaining(["matmul_vec", "matmul_tiled", "attention_decode", "attention_prefill"]),
+      );
       for (const row of m.roofline.decode) expect(row.fraction).toBeGreaterThan(0);
       // No torch here: the baseline is reported as missing and the run goes on; with torch it has figures.
       expect(m.baseline.error ?? m.baseline.decode).toBeTruthy();
@@ -166,7 +194,14 @@ describe("synthetic weights", () => {
   });
 
   test("a missing python is reported, not thrown", async () => {
-    const r = await runTorchBaseline({ model_type: "qwen3" }, { prompts: [4], depths: [0], decodeTokens: 2, runs: 1, warmup: 0, python: "no-such-python3" });
+    const r = await runTorchBaseline({ model_type: "qwen3" }, {
+      prompts: [4],
+      depths: [0],
+      decodeTokens: 2,
+      runs: 1,
+      warmup: 0,
+      python: "no-such-python3",
+    });
     expect(r.error).toContain("not found");
   });
 });

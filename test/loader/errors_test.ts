@@ -18,7 +18,9 @@ const opts = { gpu, contextWindow: 128, maxBatch: 2, logitRows: 64, kvBudget: 16
 /** A copy of a fixture folder in a temp dir, with `edit` applied. */
 async function variant(name: string, edit: (dir: string) => Promise<void>): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "flint-bad-" });
-  for await (const e of Deno.readDir(`${FIXTURES}/${name}`)) await Deno.copyFile(`${FIXTURES}/${name}/${e.name}`, `${dir}/${e.name}`);
+  for await (const e of Deno.readDir(`${FIXTURES}/${name}`)) {
+    await Deno.copyFile(`${FIXTURES}/${name}/${e.name}`, `${dir}/${e.name}`);
+  }
   await edit(dir);
   return dir;
 }
@@ -41,14 +43,18 @@ describe("bad model folders name the file and the field", () => {
   test("unknown model_type lists the supported ones", async () => {
     const e = await loadError(await variant("qwen3", (d) => editConfig(d, (c) => (c.model_type = "mamba"))));
     expect(e).toBeInstanceOf(UnsupportedModelError);
-    expect(e.message).toMatch(/config\.json: model_type: unsupported model_type "mamba"; supported: llama, qwen2, qwen3/);
+    expect(e.message).toMatch(
+      /config\.json: model_type: unsupported model_type "mamba"; supported: llama, qwen2, qwen3/,
+    );
   });
   test("a missing config field", async () => {
     const e = await loadError(await variant("qwen3", (d) => editConfig(d, (c) => delete c.hidden_size)));
     expect(e.message).toMatch(/config\.json: hidden_size: required integer is missing/);
   });
   test("a config field of the wrong type", async () => {
-    const e = await loadError(await variant("llama", (d) => editConfig(d, (c) => (c.num_attention_heads = "four"))));
+    const e = await loadError(
+      await variant("llama", (d) => editConfig(d, (c) => (c.num_attention_heads = "four"))),
+    );
     expect(e.message).toMatch(/num_attention_heads: expected a non-negative integer, got "four"/);
   });
   test("a truncated safetensors file", async () => {
@@ -57,7 +63,9 @@ describe("bad model folders name the file and the field", () => {
       await Deno.writeFile(`${d}/model.safetensors`, b.subarray(0, b.length - 1000));
     });
     const e = await loadError(dir);
-    expect(e.message).toMatch(/model\.safetensors: .+: data ends at byte \d+ but the file has \d+ bytes \(truncated\?\)/);
+    expect(e.message).toMatch(
+      /model\.safetensors: .+: data ends at byte \d+ but the file has \d+ bytes \(truncated\?\)/,
+    );
   });
   test("a header that is not JSON", async () => {
     const dir = await variant("qwen3", async (d) => {
@@ -68,22 +76,33 @@ describe("bad model folders name the file and the field", () => {
     expect((await loadError(dir)).message).toMatch(/model\.safetensors: header: header is not valid JSON/);
   });
   test("a tensor whose shape does not match the config", async () => {
-    const e = await loadError(await variant("qwen3", (d) => editConfig(d, (c) => (c.intermediate_size = 96))));
-    expect(e.message).toMatch(/model\.layers\.0\.mlp\.gate_proj\.weight: expected \[96, 64\], got \[128,64\]/);
+    const e = await loadError(
+      await variant("qwen3", (d) => editConfig(d, (c) => (c.intermediate_size = 96))),
+    );
+    expect(e.message).toMatch(
+      /model\.layers\.0\.mlp\.gate_proj\.weight: expected \[96, 64\], got \[128,64\]/,
+    );
   });
   test("quantized tensors with the wrong group size in the config", async () => {
-    const e = await loadError(await variant("qwen3-mlx-4bit", (d) => editConfig(d, (c) => {
-      c.quantization.group_size = 64;
-      c.quantization_config.group_size = 64;
-    })));
+    const e = await loadError(
+      await variant("qwen3-mlx-4bit", (d) =>
+        editConfig(d, (c) => {
+          c.quantization.group_size = 64;
+          c.quantization_config.group_size = 64;
+        })),
+    );
     expect(e.message).toMatch(/\.scales: expected \[\d+, 1\] \(group size 64\), got \[\d+,2\]/);
   });
   test("an unsupported quantization", async () => {
-    const e = await loadError(await variant("qwen3-mlx-4bit", (d) => editConfig(d, (c) => (c.quantization.bits = 7))));
+    const e = await loadError(
+      await variant("qwen3-mlx-4bit", (d) => editConfig(d, (c) => (c.quantization.bits = 7))),
+    );
     expect(e.message).toMatch(/config\.json: quantization\.bits: expected one of 2, 3, 4, 5, 6, 8, got 7/);
   });
   test("a missing folder and a folder without weights", async () => {
-    expect((await loadError("/nonexistent/model")).message).toMatch(/\/nonexistent\/model: cannot read model folder/);
+    expect((await loadError("/nonexistent/model")).message).toMatch(
+      /\/nonexistent\/model: cannot read model folder/,
+    );
     const empty = await Deno.makeTempDir();
     await Deno.copyFile(`${FIXTURES}/qwen3/config.json`, `${empty}/config.json`);
     expect((await loadError(empty)).message).toMatch(/no \.safetensors file in the model folder/);
@@ -94,8 +113,22 @@ describe("loading paths", () => {
   test("a sharded checkpoint loads and gives the same logits as the single file", async () => {
     const one = await Deno.makeTempDir();
     const many = await Deno.makeTempDir();
-    await convert({ hf: `${FIXTURES}/qwen3`, out: `${one}/m`, bits: 4, groupSize: 32, force: false, maxShardBytes: 5 << 30 });
-    await convert({ hf: `${FIXTURES}/qwen3`, out: `${many}/m`, bits: 4, groupSize: 32, force: false, maxShardBytes: 40_000 });
+    await convert({
+      hf: `${FIXTURES}/qwen3`,
+      out: `${one}/m`,
+      bits: 4,
+      groupSize: 32,
+      force: false,
+      maxShardBytes: 5 << 30,
+    });
+    await convert({
+      hf: `${FIXTURES}/qwen3`,
+      out: `${many}/m`,
+      bits: 4,
+      groupSize: 32,
+      force: false,
+      maxShardBytes: 40_000,
+    });
     const files = [...Deno.readDirSync(`${many}/m`)].map((e) => e.name);
     expect(files).toContain("model.safetensors.index.json");
     expect(files.filter((f) => /^model-\d{5}-of-\d{5}\.safetensors$/.test(f)).length).toBeGreaterThan(2);
@@ -119,7 +152,10 @@ describe("loading paths", () => {
   });
 
   test("streamed detokenization never emits half a UTF-8 character", async () => {
-    const engine = await Engine.load(new DiskModelSource(`${ROOT}models/flint-coder-19m-mlx-4bit`), { ...opts, contextWindow: 64 });
+    const engine = await Engine.load(new DiskModelSource(`${ROOT}models/flint-coder-19m-mlx-4bit`), {
+      ...opts,
+      contextWindow: 64,
+    });
     const tok = engine.tokenizer!;
     const text = "naïve café → 世界 🎉🦀 done";
     const ids = tok.encode(text);

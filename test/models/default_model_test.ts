@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Engine } from "../../src/engine/engine.ts";
 import { Scheduler } from "../../src/engine/scheduler.ts";
-import { setMatmulTuning } from "../../src/ops/matmul.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { DEFAULT_MODEL, ROOT } from "../util/fixtures.ts";
 
@@ -33,7 +32,11 @@ async function cli(args: string[]): Promise<any> {
 
 let engine: Engine;
 beforeAll(async () => {
-  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
+  engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+    contextWindow: 512,
+    maxBatch: 2,
+    logitRows: 128,
+  });
 });
 afterAll(() => engine.destroy());
 
@@ -111,7 +114,11 @@ describe("the decode loop", () => {
 
   test("a prompt alone is prefilled in solo chunks, beside a decoding sequence in small ones; same ids", async () => {
     const e = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
-      contextWindow: 512, maxBatch: 2, prefillChunk: 16, soloPrefillChunk: 64, warmup: false,
+      contextWindow: 512,
+      maxBatch: 2,
+      prefillChunk: 16,
+      soloPrefillChunk: 64,
+      warmup: false,
     });
     const s = new Scheduler(e, { stepsPerSubmit: 4 });
     try {
@@ -119,7 +126,10 @@ describe("the decode loop", () => {
       s.listeners.add((ev) => {
         if (ev.type === "prefill") seen.set(ev.id, [...(seen.get(ev.id) ?? []), ev.processed]);
       });
-      const prompt = Array.from({ length: 150 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);
+      const prompt = Array.from(
+        { length: 150 },
+        (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length],
+      );
       const alone = s.submit({ prompt, maxTokens: 6 });
       const ra = await alone.result;
       expect(seen.get(alone.id)).toEqual([64, 128, 150]);
@@ -143,7 +153,10 @@ describe("the decode loop", () => {
 
   test("decoding past one attention split (KV > 256) agrees with the prefill path", async () => {
     // 300 prompt tokens: decode attention then spans two splits and merges them in attention_combine.
-    const prompt = Array.from({ length: 300 }, (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length]);
+    const prompt = Array.from(
+      { length: 300 },
+      (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length],
+    );
     const s = new Scheduler(engine, { stepsPerSubmit: 4 });
     const r = await s.submit({ prompt, maxTokens: 8 }).result;
     await s.close();
@@ -160,7 +173,7 @@ describe("the decode loop", () => {
 
   test("int8-x matmuls (forced onto this model's small matrices, prefill too, split-K on and off) keep the golden ids, alone and batched", async () => {
     // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs decode through
-    // lib/q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and prefill through
+    // matmul_vec_q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and prefill through
     // matmul_tiled_x8.wgsl, alone and split along K (this engine's 512-row chunks take split-K for o and down).
     // Int8 x moves this model's logits by 0.048 on average (0.42 at most over 80 rows × the vocab), so a
     // divergence from the float64 golden is accepted where its top-2 gap is under INT8_NEAR_TIE.
@@ -169,26 +182,38 @@ describe("the decode loop", () => {
 
   async function int8Run(splitK: number): Promise<void> {
     const INT8_NEAR_TIE = 0.25;
-    const prev = setMatmulTuning({ x8: { minWeights: 0 }, tiled: { x8: true, splitK } });
-    const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), { contextWindow: 512, maxBatch: 2, logitRows: 128 });
+    const e8 = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+      contextWindow: 512,
+      maxBatch: 2,
+      logitRows: 128,
+      gpuOptions: { profile: { matmul: { int8MinWeights: 0, tiled: { int8: true, splitK } } } },
+    });
     try {
       const s = new Scheduler(e8, { stepsPerSubmit: 8 });
       const solo = [];
-      for (const g of golden.slice(0, 2)) solo.push(await s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result);
-      const both = await Promise.all(golden.slice(0, 2).map((g) => s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result));
+      for (const g of golden.slice(0, 2)) {
+        solo.push(await s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result);
+      }
+      const both = await Promise.all(
+        golden.slice(0, 2).map((g) =>
+          s.submit({ prompt: g.prompt_ids, maxTokens: g.greedy_ids.length }).result
+        ),
+      );
       await s.close();
       for (const [i, g] of golden.slice(0, 2).entries()) {
-        expect(both[i].tokenIds, `splitK ${splitK}: prompt ${i + 1} batched vs alone`).toEqual(solo[i].tokenIds);
+        expect(both[i].tokenIds, `splitK ${splitK}: prompt ${i + 1} batched vs alone`).toEqual(
+          solo[i].tokenIds,
+        );
         const got = solo[i].tokenIds;
         const first = got.findIndex((t, k) => t !== g.greedy_ids[k]);
         if (first === -1) continue;
         const m = await margin([...g.prompt_ids, ...g.greedy_ids.slice(0, first)]);
-        expect(m.gap, `splitK ${splitK}: prompt ${i + 1} diverged at step ${first}: top-2 gap ${m.gap}`).toBeLessThan(INT8_NEAR_TIE);
+        expect(m.gap, `splitK ${splitK}: prompt ${i + 1} diverged at step ${first}: top-2 gap ${m.gap}`)
+          .toBeLessThan(INT8_NEAR_TIE);
         expect(m.ids).toContain(got[first]);
       }
     } finally {
       e8.destroy();
-      setMatmulTuning(prev);
     }
   }
 

@@ -25,12 +25,23 @@ for (const path of ["f32", "f16"] as const) {
     for (const name of FIXTURE_NAMES) {
       test(`${name}: logits of all 37 positions match HF within ${TOL[path]}`, async () => {
         const gpu = await gpuFor(path);
-        if (path === "f16" && !gpu.info.f16) return expect.fail("adapter has no shader-f16; install mesa-vulkan-drivers");
+        if (path === "f16" && !gpu.info.f16) {
+          return expect.fail("adapter has no shader-f16; install mesa-vulkan-drivers");
+        }
         const engine = await Engine.load(new DiskModelSource(`${FIXTURES}/${name}`), {
-          gpu, contextWindow: 128, maxBatch: 2, logitRows: 64, kvBudget: 16 << 20, warmup: false,
+          gpu,
+          contextWindow: 128,
+          maxBatch: 2,
+          logitRows: 64,
+          kvBudget: 16 << 20,
+          warmup: false,
         });
         const g = await readGolden(`${FIXTURES}/${name}`);
-        const { worst, where } = worstLogit(await engine.forwardLogits(g.inputIds), g.logits, engine.config.dims.vocab);
+        const { worst, where } = worstLogit(
+          await engine.forwardLogits(g.inputIds),
+          g.logits,
+          engine.config.dims.vocab,
+        );
         expect(worst, where).toBeLessThan(TOL[path]);
         expect(gpu.takeErrors()).toEqual([]);
       });
@@ -39,7 +50,11 @@ for (const path of ["f32", "f16"] as const) {
       test(`${name}: greedy ids through the scheduler match HF generate`, async () => {
         const g = await readGolden(`${FIXTURES}/${name}`);
         const engine = await Engine.load(new DiskModelSource(`${FIXTURES}/${name}`), {
-          gpu: await gpuFor(path), contextWindow: 128, maxBatch: 2, kvBudget: 16 << 20, warmup: false,
+          gpu: await gpuFor(path),
+          contextWindow: 128,
+          maxBatch: 2,
+          kvBudget: 16 << 20,
+          warmup: false,
         });
         const sched = new Scheduler(engine, { stepsPerSubmit: 4 });
         const r = await sched.submit({ prompt: g.inputIds, maxTokens: g.greedyIds!.length }).result;

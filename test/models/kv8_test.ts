@@ -28,10 +28,19 @@ describe("8-bit KV cache", () => {
     test(`${name}: logits of all 37 positions match HF within ${TOL}`, async () => {
       const g = await readGolden(`${FIXTURES}/${name}`);
       const engine = await Engine.load(new DiskModelSource(`${FIXTURES}/${name}`), {
-        gpu: await gpuF16(), contextWindow: 128, maxBatch: 2, logitRows: 64, kvBudget: 16 << 20, warmup: false,
+        gpu: await gpuF16(),
+        contextWindow: 128,
+        maxBatch: 2,
+        logitRows: 64,
+        kvBudget: 16 << 20,
+        warmup: false,
         kvCache: "q8",
       });
-      const { worst, where } = worstLogit(await engine.forwardLogits(g.inputIds), g.logits, engine.config.dims.vocab);
+      const { worst, where } = worstLogit(
+        await engine.forwardLogits(g.inputIds),
+        g.logits,
+        engine.config.dims.vocab,
+      );
       expect(worst, where).toBeLessThan(TOL);
       expect(engine.kv.scales?.length).toBe(engine.config.dims.layers);
       expect(engine.gpu.takeErrors()).toEqual([]);
@@ -51,7 +60,11 @@ describe("8-bit KV cache", () => {
 
   test("bundled model: two concurrent greedy streams equal their solo runs", async () => {
     const engine = await Engine.load(new DiskModelSource(DEFAULT_MODEL_DIR), {
-      gpu: await gpuF16(), contextWindow: 512, maxBatch: 2, kvCache: "q8", warmup: false,
+      gpu: await gpuF16(),
+      contextWindow: 512,
+      maxBatch: 2,
+      kvCache: "q8",
+      warmup: false,
     });
     const tok = engine.tokenizer!;
     const prompts = ["def quicksort(xs):", "class Stack:\n    def __init__(self):"].map((p) => tok.encode(p));
@@ -69,7 +82,10 @@ describe("8-bit KV cache", () => {
 
   test("an unknown cache type is refused", async () => {
     await expect(Engine.load(new DiskModelSource(DEFAULT_MODEL_DIR), {
-      gpu: await gpuF16(), contextWindow: 256, warmup: false, kvCache: "q4" as never,
+      gpu: await gpuF16(),
+      contextWindow: 256,
+      warmup: false,
+      kvCache: "q4" as never,
     })).rejects.toThrow(ValidationError);
   });
 });

@@ -1,13 +1,11 @@
 /**
- * Prefill attention with four query vectors per lane group (`quad`, lib/prefill_quad.wgsl; the default for
- * head dims 128 and 64 on an f16 adapter whose subgroups hold whole hd/16-lane groups), against
+ * Prefill attention with four query vectors per lane group (attention_prefill_quad.wgsl, profile `quad`; the
+ * default for head dims 128 and 64 on an f16 adapter whose subgroups hold whole hd/16-lane groups), against
  * src/lab/ref/attention.ts:
  *  - f16 and q8 caches, GQA 4 over several tiles, GQA 6 (128 vectors per workgroup do not divide: idle
  *    vectors), GQA 1 with a single row, 1.6k keys, head dim 64 (GQA 3), query heads of sizes 16× apart (q8
- *    quantizes each vector's 32-dim blocks with its own scale, as the reference does); with the weights gathered as f32 (`qh` off) and the q8
- *    sums' first round in floats (`qi` off) as well as the defaults;
- *  - its bits do not depend on the key tile (16, 32, 64 keys), the prefetch or the workgroup shape (64-lane
- *    workgroups under `minGrid`), as the scheduler's chunking requires;
+ *    quantizes each vector's 32-dim blocks with its own scale, as the reference does);
+ *  - its bits do not depend on the key tile (16, 32, 64 keys), as the scheduler's chunking requires;
  *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs,
  *    and with `hqk` from f32 q·k's.
  * Tolerance: as test/ops/attention_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last term
@@ -18,8 +16,9 @@
  */
 import { describe, expect, test } from "vitest";
 import { attentionPrefillCase } from "../../src/lab/cases/attention.ts";
-import { setPrefillAttentionTuning } from "../../src/ops/attention.ts";
-import { devices, expectBitwise, expectCase, outputsOf, withTuning } from "../util/lab.ts";
+import type { Gpu } from "../../src/gpu/device.ts";
+import type { PrefillAttentionProfile } from "../../src/gpu/profile.ts";
+import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
 
 const { on } = devices();
 
@@ -32,45 +31,64 @@ const shapes = [
 ];
 const long = { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 };
 const q8 = { kv8: 1, qk8: 1 };
+const prefill = (gpu: Gpu, p: Partial<PrefillAttentionProfile>) => gpu.withProfile({ prefillAttention: p });
 
 describe("prefill attention, four query vectors per lane group (quad)", () => {
   // The f16 cache runs with hqk (q·k on f16 FMAs, the engine's default; the reference sums the scores alike)
   // and without; q8 ignores it.
   for (const [cache, extra] of [["f16", { hqk: 1 }], ["f16", { hqk: 0 }], ["q8", q8]] as const) {
     test(
-      `${cache} cache ${JSON.stringify(extra)}: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64, with qh and qi on and off`,
+      `${cache} cache ${
+        JSON.stringify(extra)
+      }: the checks hold for GQA 4, 6 (idle vectors) and 1 (one row), over 1.6k keys, head dims 128 and 64`,
       on("f16", async (gpu) => {
-        const tunings = cache === "q8" ? [{}, { qh: false }, { qi: false }, { qh: false, qi: false }] : [{}, { qh: false }];
-        for (const t of tunings) {
-          await withTuning(setPrefillAttentionTuning, { quad: true, ...t }, async () => {
-            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
-            await expectCase(gpu, attentionPrefillCase, { ...long, ...extra }, 64);
-            // Query heads 16× apart in size: q8's per-vector quantization scale must be each vector's own.
-            for (const hd of [128, 64]) await expectCase(gpu, attentionPrefillCase, { ...shapes[0], hd, ...extra, qspread: 1 }, 66);
-          });
+        const g = prefill(gpu, { quad: true });
+        for (const [i, shape] of shapes.entries()) {
+          await expectCase(g, attentionPrefillCase, { ...shape, ...extra }, 61 + i);
+        }
+        await expectCase(g, attentionPrefillCase, { ...long, ...extra }, 64);
+        // Query heads 16× apart in size: q8's per-vector quantization scale must be each vector's own.
+        for (const hd of [128, 64]) {
+          await expectCase(g, attentionPrefillCase, { ...shapes[0], hd, ...extra, qspread: 1 }, 66);
         }
       }),
     );
     test(
-      `${cache} cache ${JSON.stringify(extra)}: bits independent of the key tile, the prefetch and the workgroup shape; not the two-vector kernel's`,
+      `${cache} cache ${
+        JSON.stringify(extra)
+      }: bits independent of the key tile; not the two-vector kernel's`,
       on("f16", async (gpu) => {
         const info = gpu.info;
         const sg = info.subgroups && info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
         for (const shape of [...shapes, long].map((s) => ({ ...s, ...extra }))) {
           const taken = sg > 0 && sg % (shape.hd / 16) === 0;
-          const base = await withTuning(setPrefillAttentionTuning, { quad: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
-          for (const t of [{ bkQuad: 16 }, { bkQuad: 32 }, { pf: false }, { minGrid: 1e9 }]) {
-            const got = await withTuning(setPrefillAttentionTuning, { quad: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
-            expectBitwise(got.out, base.out, `quad ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
+          const base = await outputsOf(prefill(gpu, { quad: true }), attentionPrefillCase, shape, 65);
+          for (const keysPerTileQuad of [16, 32]) {
+            const got = await outputsOf(
+              prefill(gpu, { quad: true, keysPerTileQuad }),
+              attentionPrefillCase,
+              shape,
+              65,
+            );
+            expectBitwise(got.out, base.out, `quad ${JSON.stringify(shape)}: ${keysPerTileQuad}-key tiles`);
           }
-          const two = await withTuning(setPrefillAttentionTuning, { quad: false }, () => outputsOf(gpu, attentionPrefillCase, shape, 65));
+          const two = await outputsOf(prefill(gpu, { quad: false }), attentionPrefillCase, shape, 65);
           const differs = base.out.some((x, i) => !Object.is(x, two.out[i]));
           // Where the adapter's subgroups cannot hold the 8-lane groups the two-vector kernel runs instead.
-          expect(differs, `quad vs two-vector kernel on ${JSON.stringify(shape)} (subgroups of ${info.subgroupMinSize})`).toBe(taken);
+          expect(
+            differs,
+            `quad vs two-vector kernel on ${JSON.stringify(shape)} (subgroups of ${info.subgroupMinSize})`,
+          ).toBe(taken);
           if ("hqk" in shape && shape.hqk) {
             // And f16 q·k ran: its bits differ from f32 q·k's.
-            const f32qk = await withTuning(setPrefillAttentionTuning, { quad: true }, () => outputsOf(gpu, attentionPrefillCase, { ...shape, hqk: 0 }, 65));
-            expect(base.out.some((x, i) => !Object.is(x, f32qk.out[i])), `hqk vs f32 q·k on ${JSON.stringify(shape)}`).toBe(taken);
+            const f32qk = await outputsOf(prefill(gpu, { quad: true }), attentionPrefillCase, {
+              ...shape,
+              hqk: 0,
+            }, 65);
+            expect(
+              base.out.some((x, i) => !Object.is(x, f32qk.out[i])),
+              `hqk vs f32 q·k on ${JSON.stringify(shape)}`,
+            ).toBe(taken);
           }
         }
       }),

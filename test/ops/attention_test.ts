@@ -7,22 +7,19 @@
  *    RoPE, the new K/V written into the cache; the whole pool is compared): G 4 and 6 (two blocks write
  *    the same key), partial rotary with a half that is not a multiple of 8, head dims 32/128/256, length 1,
  *    several splits, the swept split shapes, the workgroup-memory path (no subgroups), and steps whose
- *    longer rows take rope.wgsl and the plain kernel instead (`ropeMaxKv`, with keys4 off); four keys per
- *    step (`keys4`, f16 and q8 caches where subgroups cover a key group) against the two-key loop, and
- *    512-key splits past `longKv`;
- *  - prefill (attention_prefill.wgsl): segments longer than one query tile, several key tiles, segments
- *    starting at a non-zero position (earlier KV already cached), GQA, a segment of one row; short segments
- *    take smaller workgroups (`minGrid`), and 64- and 256-lane workgroups give the same bits, as do f16 tiles
- *    kept packed (with the next tile loaded during this one, `pf`, and without) and other key-tile sizes,
- *    also with four keys per softmax step (`keys4`); q8 with qk8: the V tile in f16 with P·V summed in f16
- *    per eight keys (`hpv` with `keys8`, default) or four, and in f32, over 1.6k keys too, HPV bit-identical
- *    across tile shapes;
- *    the f16 cache with HPV too (default; the tests of the packed tiles' bits against the f32 tiles turn it
- *    off): the checks hold, over 1.6k keys too, bits independent of the tile size, the prefetch and the
- *    workgroup shape;
+ *    longer rows take rope.wgsl and the plain kernel instead (profile `fusedRopeMaxKeys`, four keys per step
+ *    off); four keys per step (`fourKeysPerStep`, f16 and q8 caches where subgroups cover a key group)
+ *    against the two-key loop, and 512-key splits past `longRowKeys`;
+ *  - prefill (attention_prefill.wgsl; attention_prefill_quad.wgsl has its own file of tests): segments longer
+ *    than one query tile, several key tiles, segments starting at a non-zero position (earlier KV already
+ *    cached), GQA, a segment of one row; the two-vector kernel's bits do not depend on the key-tile size
+ *    (head dims 128, 64, 16, 8: f16 tiles with P·V summed in f16 per eight keys, or f32 tiles, four keys per
+ *    step); q8 with integer q·k (`qk8`): the V tile in f16 with P·V summed in f16 per eight keys on f16, in
+ *    f32 otherwise, over 1.6k keys too, bit-identical across tile sizes; the f16 cache's checks hold over
+ *    1.6k keys too, in both kernels;
  *  - the 8-bit cache (`kv8`: q8 codes + a scale per block, src/lab/ref/kv8.ts; block scales that differ up
  *    to 2× between neighbours, no zero codes): decode (GQA 1/3/4, several splits, odd lengths, head dims
- *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longKv),
+ *    64/32/128; four keys per step and eight dims per lane, 64-key splits, 512-key splits past longRowKeys),
  *    decode with RoPE fused (the new K/V quantized as they are written; the whole pool compared), rows
  *    that take rope.wgsl + the plain kernel, prefill (several tiles, GQA, head dims 64/128, one row), and
  *    without subgroups. (Page sizes ≥ 9 where a 512-key split may be taken: it spans at most 64 pages.)
@@ -38,10 +35,13 @@
 import { afterAll, beforeAll, describe, test } from "vitest";
 import { Gpu } from "../../src/gpu/device.ts";
 import { attentionDecodeCase, attentionPrefillCase } from "../../src/lab/cases/attention.ts";
-import { setDecodeAttentionTuning, setPrefillAttentionTuning } from "../../src/ops/attention.ts";
-import { devices, expectBitwise, expectCase, outputsOf, withTuning } from "../util/lab.ts";
+import type { DecodeAttentionProfile, PrefillAttentionProfile } from "../../src/gpu/profile.ts";
+import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";
 
 const { on } = devices();
+/** The device under decode- or prefill-attention profile changes. */
+const decode = (gpu: Gpu, d: Partial<DecodeAttentionProfile>) => gpu.withProfile({ decodeAttention: d });
+const prefill = (gpu: Gpu, p: Partial<PrefillAttentionProfile>) => gpu.withProfile({ prefillAttention: p });
 
 for (const path of ["f16", "f32"] as const) {
   describe(`attention, ${path} activations`, () => {
@@ -56,11 +56,10 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "decode shapes the benchmark sweeps: 64- and 128-key splits (up to 40 splits to merge), 256-lane workgroups",
       on(path, async (gpu) => {
-        for (const t of [{ split: 64, wg: 128 }, { split: 128, wg: 256 }, { split: 64, wg: 256 }]) {
-          await withTuning(setDecodeAttentionTuning, t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
-          });
+        for (const [keysPerSplit, workgroupSize] of [[64, 128], [128, 256], [64, 256]]) {
+          const g = decode(gpu, { keysPerSplit, workgroupSize });
+          await expectCase(g, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 2501 }, 7);
+          await expectCase(g, attentionDecodeCase, { D: 3, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 8);
         }
       }),
     );
@@ -68,41 +67,131 @@ for (const path of ["f16", "f32"] as const) {
       "decode with RoPE fused: q/k norm, G 4 over 3 splits; G 6 (two blocks) with rot 40 of 64 and mscale",
       on(path, async (gpu) => {
         const qwen = { rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6 };
-        await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, ...qwen }, 11);
-        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 1, hd: 64, ps: 7, len: 300, rope: 1, qknorm: 0 }, 12);
+        await expectCase(gpu, attentionDecodeCase, {
+          D: 3,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 16,
+          len: 601,
+          ...qwen,
+        }, 11);
+        await expectCase(gpu, attentionDecodeCase, {
+          D: 2,
+          nq: 6,
+          nkv: 1,
+          hd: 64,
+          ps: 7,
+          len: 300,
+          rope: 1,
+          qknorm: 0,
+        }, 12);
       }),
     );
     test(
       "decode with RoPE fused: length 1 after other rows, head dim 32; head dim 256 (two heads per group)",
       on(path, async (gpu) => {
-        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 4, hd: 32, ps: 5, len: 1, row0: 2, rope: 1, rot: 32 }, 13);
-        await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 3, nkv: 1, hd: 256, ps: 16, len: 260, rope: 1, rot: 256 }, 14);
+        await expectCase(gpu, attentionDecodeCase, {
+          D: 2,
+          nq: 4,
+          nkv: 4,
+          hd: 32,
+          ps: 5,
+          len: 1,
+          row0: 2,
+          rope: 1,
+          rot: 32,
+        }, 13);
+        await expectCase(gpu, attentionDecodeCase, {
+          D: 2,
+          nq: 3,
+          nkv: 1,
+          hd: 256,
+          ps: 16,
+          len: 260,
+          rope: 1,
+          rot: 256,
+        }, 14);
       }),
     );
     test(
-      "decode with RoPE: rows longer than ropeMaxKv take rope.wgsl + the plain kernel in the same step; ropeMaxKv 0",
+      "decode with RoPE: rows longer than fusedRopeMaxKeys take rope.wgsl + the plain kernel in the same step; 0",
       on(path, async (gpu) => {
-        // keys4 (on by default for f16 and q8 caches with subgroups) fuses RoPE at every length: off here.
-        for (const ropeMaxKv of [300, 0]) {
-          await withTuning(setDecodeAttentionTuning, { ropeMaxKv, keys4: false }, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 18);
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2 }, 19);
-            // One long row: the short-row dispatch is skipped.
-            await expectCase(gpu, attentionDecodeCase, { D: 1, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128 }, 21);
-          });
+        // Four keys per step (on by default for f16 and q8 caches with subgroups) fuses RoPE at every length.
+        for (const fusedRopeMaxKeys of [300, 0]) {
+          const g = decode(gpu, { fusedRopeMaxKeys, fourKeysPerStep: false });
+          await expectCase(g, attentionDecodeCase, {
+            D: 5,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 601,
+            rope: 1,
+            rot: 128,
+          }, 18);
+          await expectCase(g, attentionDecodeCase, {
+            D: 3,
+            nq: 6,
+            nkv: 1,
+            hd: 64,
+            ps: 7,
+            len: 520,
+            rope: 1,
+            qknorm: 0,
+            row0: 2,
+          }, 19);
+          // One long row: the short-row dispatch is skipped.
+          await expectCase(g, attentionDecodeCase, {
+            D: 1,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 601,
+            rope: 1,
+            rot: 128,
+          }, 21);
         }
       }),
     );
     test(
-      "decode, four keys per step (keys4, f16 cache with subgroups) against the two-key loop; 512-key splits past longKv 300",
+      "decode, four keys per step (f16 cache with subgroups) against the two-key loop; 512-key splits past 300 keys",
       on(path, async (gpu) => {
-        for (const t of [{ keys4: true }, { keys4: false }, { keys4: true, longKv: 300 }]) {
-          await withTuning(setDecodeAttentionTuning, t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 1001 }, 31);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 9, len: 777, row0: 1 }, 32);
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 901, rope: 1, rot: 64 }, 33);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 34);
-          });
+        for (
+          const t of [{ fourKeysPerStep: true }, { fourKeysPerStep: false }, {
+            fourKeysPerStep: true,
+            longRowKeys: 300,
+          }]
+        ) {
+          const g = decode(gpu, t);
+          await expectCase(g, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 1001 }, 31);
+          await expectCase(
+            g,
+            attentionDecodeCase,
+            { D: 2, nq: 6, nkv: 2, hd: 32, ps: 9, len: 777, row0: 1 },
+            32,
+          );
+          await expectCase(g, attentionDecodeCase, {
+            D: 3,
+            nq: 8,
+            nkv: 2,
+            hd: 64,
+            ps: 16,
+            len: 901,
+            rope: 1,
+            rot: 64,
+          }, 33);
+          await expectCase(g, attentionDecodeCase, {
+            D: 2,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 700,
+            rope: 1,
+            rot: 128,
+          }, 34);
         }
       }),
     );
@@ -110,10 +199,30 @@ for (const path of ["f16", "f32"] as const) {
       "decode with RoPE fused, swept shapes: 64-key splits with 256 lanes, 128-key splits with 512 lanes; combine of 512 / 256 lanes",
       on(path, async (gpu) => {
         // 512-lane combine: 16 groups of splits for 11 splits (some groups stay empty).
-        for (const t of [{ split: 64, wg: 256, ropeWg: 256, combineWg: 512 }, { split: 128, wg: 128, ropeWg: 512, combineWg: 256 }]) {
-          await withTuning(setDecodeAttentionTuning, t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 700, rope: 1, rot: 128 }, 15);
+        for (
+          const [keysPerSplit, workgroupSize, fusedRopeWorkgroupSize, combineWorkgroupSize] of [[
+            64,
+            256,
+            256,
+            512,
+          ], [128, 128, 512, 256]]
+        ) {
+          const g = decode(gpu, {
+            keysPerSplit,
+            workgroupSize,
+            fusedRopeWorkgroupSize,
+            combineWorkgroupSize,
           });
+          await expectCase(g, attentionDecodeCase, {
+            D: 2,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 700,
+            rope: 1,
+            rot: 128,
+          }, 15);
         }
       }),
     );
@@ -161,120 +270,142 @@ for (const path of ["f16", "f32"] as const) {
       }),
     );
     test(
-      "prefill: 256-lane workgroups (minGrid 0) and 64-lane ones give the same bits; the checks hold for both",
+      "prefill, two-vector kernel: 16-, 32- and 64-key tiles give the same bits and hold the checks; head dims 128, 64, 16, 8",
       on(path, async (gpu) => {
-        for (const shape of [{ S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 }, { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }]) {
-          const small = await withTuning(setPrefillAttentionTuning, { minGrid: 1e9 }, () => outputsOf(gpu, attentionPrefillCase, shape, 3));
-          const big = await withTuning(setPrefillAttentionTuning, { minGrid: 0 }, async () => {
-            await expectCase(gpu, attentionPrefillCase, shape, 3);
-            return outputsOf(gpu, attentionPrefillCase, shape, 3);
-          });
-          expectBitwise(small.out, big.out, `prefill ${JSON.stringify(shape)}: 64 vs 256 lanes`);
-        }
-      }),
-    );
-    test(
-      "prefill: f16 tiles kept packed (PACKED) and 64-key tiles give the f32 32-key tiles' bits; head dims 128, 64, 16, 8",
-      on(path, async (gpu) => {
+        // f16: the cache's f16 words in the tiles, P·V summed in f16 per eight keys; f32: f32 tiles, four keys per step.
         for (
           const shape of [
-            { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
-            { S: 40, p0: 90, nq: 4, nkv: 4, hd: 16, ps: 16, row0: 0 }, { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
-          ]
-        ) {
-          // (hpv off: its f16 P·V is checked against the reference in its own test)
-          const base = await withTuning(setPrefillAttentionTuning, { packed: false, bk: 32 }, () => outputsOf(gpu, attentionPrefillCase, shape, 12));
-          for (const t of [{ packed: true, bk: 32 }, { packed: true, bk: 64 }, { packed: true, bk: 64, pf: false }, { packed: false, bk: 16 }]) {
-            const got = await withTuning(setPrefillAttentionTuning, { hpv: false, ...t }, async () => {
-              await expectCase(gpu, attentionPrefillCase, shape, 12);
-              return outputsOf(gpu, attentionPrefillCase, shape, 12);
-            });
-            expectBitwise(got.out, base.out, `prefill ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
-          }
-        }
-      }),
-    );
-    test(
-      "prefill, four keys per softmax step (keys4): the checks hold; f32 / packed / 16- and 64-key tiles and 64 lanes give the same bits; q8 with qk8",
-      on(path, async (gpu) => {
-        for (
-          const shape of [
-            { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+            { S: 70, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 },
+            { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+            { S: 40, p0: 90, nq: 4, nkv: 4, hd: 16, ps: 16, row0: 0 },
             { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
           ]
         ) {
-          const base = await withTuning(setPrefillAttentionTuning, { keys4: true, packed: false, bk: 32 }, async () => {
-            await expectCase(gpu, attentionPrefillCase, shape, 13);
-            return outputsOf(gpu, attentionPrefillCase, shape, 13);
-          });
-          for (const t of [{ packed: true, bk: 64 }, { packed: false, bk: 16 }, { packed: false, bk: 32, minGrid: 1e9 }]) {
-            const got = await withTuning(setPrefillAttentionTuning, { keys4: true, hpv: false, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 13));
-            expectBitwise(got.out, base.out, `prefill keys4 ${JSON.stringify(shape)}: ${JSON.stringify(t)} vs f32 32-key tiles`);
+          const base = await outputsOf(
+            prefill(gpu, { quad: false, keysPerTile: 32 }),
+            attentionPrefillCase,
+            shape,
+            12,
+          );
+          for (const keysPerTile of [64, 16]) {
+            const g = prefill(gpu, { quad: false, keysPerTile });
+            await expectCase(g, attentionPrefillCase, shape, 12);
+            const got = await outputsOf(g, attentionPrefillCase, shape, 12);
+            expectBitwise(
+              got.out,
+              base.out,
+              `prefill ${JSON.stringify(shape)}: ${keysPerTile}- vs 32-key tiles`,
+            );
           }
         }
-        await withTuning(setPrefillAttentionTuning, { keys4: true }, async () => {
-          await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 14);
-          await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 15);
-        });
       }),
     );
     test(
-      "prefill, q8 with qk8: V in f16 with P·V summed in f16 per eight keys (HPV, keys8) or four, and the f32 V tile, all hold the checks, over 1.6k keys too; HPV's bits do not depend on the tile or workgroup shape",
+      "prefill, q8 with qk8 (V in f16, P·V summed in f16 per eight keys on f16; f32 V otherwise): the checks hold in both kernels, over 1.6k keys too; the two-vector kernel's bits do not depend on the tile size",
       on(path, async (gpu) => {
         const shapes = [
           { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 },
           { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 },
         ];
-        for (const t of [{ hpv: true }, { hpv: true, keys8: false }, { hpv: false }]) {
-          await withTuning(setPrefillAttentionTuning, t, async () => {
-            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 16 + i);
-            await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 18);
-          });
+        for (const g of [gpu, prefill(gpu, { quad: false })]) {
+          for (const [i, shape] of shapes.entries()) await expectCase(g, attentionPrefillCase, shape, 16 + i);
+          await expectCase(g, attentionPrefillCase, {
+            S: 40,
+            p0: 1601,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            row0: 0,
+            kv8: 1,
+            qk8: 1,
+          }, 18);
         }
         for (const shape of shapes) {
-          const base = await withTuning(setPrefillAttentionTuning, { hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
-          for (const t of [{ bkQ8: 16 }, { bkQ8: 64 }, { minGrid: 1e9 }]) {
-            const got = await withTuning(setPrefillAttentionTuning, { hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 19));
-            expectBitwise(got.out, base.out, `prefill q8 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
+          const base = await outputsOf(prefill(gpu, { quad: false }), attentionPrefillCase, shape, 19);
+          for (const keysPerTileInt8QK of [16, 64]) {
+            const got = await outputsOf(
+              prefill(gpu, { quad: false, keysPerTileInt8QK }),
+              attentionPrefillCase,
+              shape,
+              19,
+            );
+            expectBitwise(
+              got.out,
+              base.out,
+              `prefill q8 ${JSON.stringify(shape)}: ${keysPerTileInt8QK}-key tiles`,
+            );
           }
         }
       }),
     );
     test(
-      "prefill, f16 cache with its V tile as f16 values and P·V summed in f16 per eight keys (hpv, keys8) or four: the checks hold, over 1.6k keys too; its bits do not depend on the tile size, the prefetch or the workgroup shape",
+      "prefill, f16 cache: the checks hold in both kernels, over 1.6k keys too",
       on(path, async (gpu) => {
         const shapes = [
-          { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 }, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
+          { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1 },
+          { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2 },
           { S: 33, p0: 5, nq: 2, nkv: 1, hd: 8, ps: 5, row0: 0 },
         ];
-        for (const keys8 of [true, false]) {
-          await withTuning(setPrefillAttentionTuning, { hpv: true, keys8 }, async () => {
-            for (const [i, shape] of shapes.entries()) await expectCase(gpu, attentionPrefillCase, shape, 41 + i);
-            await expectCase(gpu, attentionPrefillCase, { S: 40, p0: 1601, nq: 8, nkv: 2, hd: 128, ps: 16, row0: 0 }, 44);
-          });
-        }
-        for (const shape of shapes) {
-          const base = await withTuning(setPrefillAttentionTuning, { hpv: true }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
-          for (const t of [{ bk: 16 }, { pf: false }, { minGrid: 1e9 }]) {
-            const got = await withTuning(setPrefillAttentionTuning, { hpv: true, ...t }, () => outputsOf(gpu, attentionPrefillCase, shape, 45));
-            expectBitwise(got.out, base.out, `prefill f16 hpv ${JSON.stringify(shape)}: ${JSON.stringify(t)}`);
-          }
+        for (const g of [gpu, prefill(gpu, { quad: false })]) {
+          for (const [i, shape] of shapes.entries()) await expectCase(g, attentionPrefillCase, shape, 41 + i);
+          await expectCase(g, attentionPrefillCase, {
+            S: 40,
+            p0: 1601,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            row0: 0,
+          }, 44);
         }
       }),
     );
-    // The q8 decode tunings: four keys per step from raw codes where subgroups allow (the default), eight
-    // dims per lane (keys4 off), 64-key splits, and splits of 2·256 keys for rows past longKv.
-    const q8Tunings = [{}, { keys4: false }, { split: 64, wg: 128 }, { split: 64, wg: 256, keys4: false }, { longKv: 300 }];
+    // The q8 decode profiles: four keys per step from raw codes where subgroups allow (the default), eight
+    // dims per lane (two keys per step), 64-key splits, and splits of 2·256 keys for rows past 300 keys.
+    const q8Profiles: Partial<DecodeAttentionProfile>[] = [
+      {},
+      { fourKeysPerStep: false },
+      { keysPerSplit: 64, workgroupSize: 128 },
+      { keysPerSplit: 64, workgroupSize: 256, fourKeysPerStep: false },
+      { longRowKeys: 300 },
+    ];
     test(
-      "q8 cache, decode: GQA 1, 3, 4; lengths up to 1001 (several splits), odd; head dims 64, 32, 128; q8Tunings",
+      "q8 cache, decode: GQA 1, 3, 4; lengths up to 1001 (several splits), odd; head dims 64, 32, 128; q8Profiles",
       on(path, async (gpu) => {
-        for (const t of q8Tunings) {
-          await withTuning(setDecodeAttentionTuning, t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601, kv8: 1 }, 31);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 32, ps: 11, len: 513, kv8: 1 }, 32);
-            await expectCase(gpu, attentionDecodeCase, { D: 4, nq: 8, nkv: 2, hd: 128, ps: 16, len: 1001, kv8: 1 }, 33);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 1, hd: 64, ps: 9, len: 299, row0: 3, kv8: 1 }, 34);
-          });
+        for (const t of q8Profiles) {
+          const g = decode(gpu, t);
+          await expectCase(
+            g,
+            attentionDecodeCase,
+            { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 601, kv8: 1 },
+            31,
+          );
+          await expectCase(
+            g,
+            attentionDecodeCase,
+            { D: 2, nq: 6, nkv: 2, hd: 32, ps: 11, len: 513, kv8: 1 },
+            32,
+          );
+          await expectCase(g, attentionDecodeCase, {
+            D: 4,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 1001,
+            kv8: 1,
+          }, 33);
+          await expectCase(g, attentionDecodeCase, {
+            D: 2,
+            nq: 4,
+            nkv: 1,
+            hd: 64,
+            ps: 9,
+            len: 299,
+            row0: 3,
+            kv8: 1,
+          }, 34);
         }
       }),
     );
@@ -282,28 +413,71 @@ for (const path of ["f16", "f32"] as const) {
       "q8 cache, decode with RoPE fused: q/k norm, G 4 over 3 splits; G 6 with rot 40 of 64 and mscale; length 1",
       on(path, async (gpu) => {
         const qwen = { rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6, kv8: 1 };
-        for (const t of [{}, { keys4: false }, { longKv: 300 }]) {
-          await withTuning(setDecodeAttentionTuning, t, async () => {
-            await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, ...qwen }, 41);
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 1, hd: 64, ps: 9, len: 300, rope: 1, qknorm: 0, kv8: 1 }, 42);
-            // Length 1: the output is the new V itself, as the kernel quantized it.
-            await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 4, nkv: 4, hd: 32, ps: 9, len: 1, row0: 2, rope: 1, rot: 32, kv8: 1 }, 43);
-          });
+        for (const t of [{}, { fourKeysPerStep: false }, { longRowKeys: 300 }]) {
+          const g = decode(gpu, t);
+          await expectCase(g, attentionDecodeCase, {
+            D: 3,
+            nq: 8,
+            nkv: 2,
+            hd: 128,
+            ps: 16,
+            len: 601,
+            ...qwen,
+          }, 41);
+          await expectCase(g, attentionDecodeCase, {
+            D: 2,
+            nq: 6,
+            nkv: 1,
+            hd: 64,
+            ps: 9,
+            len: 300,
+            rope: 1,
+            qknorm: 0,
+            kv8: 1,
+          }, 42);
+          // Length 1: the output is the new V itself, as the kernel quantized it.
+          await expectCase(g, attentionDecodeCase, {
+            D: 2,
+            nq: 4,
+            nkv: 4,
+            hd: 32,
+            ps: 9,
+            len: 1,
+            row0: 2,
+            rope: 1,
+            rot: 32,
+            kv8: 1,
+          }, 43);
         }
       }),
     );
     test(
-      "q8 cache, decode with RoPE, keys4 off: rows longer than ropeMaxKv 300 take rope.wgsl + the plain kernel",
+      "q8 cache, decode with RoPE, two keys per step: rows longer than fusedRopeMaxKeys 300 take rope.wgsl + the plain kernel",
       on(path, async (gpu) => {
-        await withTuning(setDecodeAttentionTuning, { keys4: false, ropeMaxKv: 300 }, async () => {
-          await expectCase(gpu, attentionDecodeCase, { D: 5, nq: 8, nkv: 2, hd: 128, ps: 16, len: 601, rope: 1, rot: 128, kv8: 1 }, 44);
-          await expectCase(
-            gpu,
-            attentionDecodeCase,
-            { D: 3, nq: 6, nkv: 1, hd: 64, ps: 7, len: 520, rope: 1, qknorm: 0, row0: 2, kv8: 1 },
-            45,
-          );
-        });
+        const g = decode(gpu, { fourKeysPerStep: false, fusedRopeMaxKeys: 300 });
+        await expectCase(g, attentionDecodeCase, {
+          D: 5,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 16,
+          len: 601,
+          rope: 1,
+          rot: 128,
+          kv8: 1,
+        }, 44);
+        await expectCase(g, attentionDecodeCase, {
+          D: 3,
+          nq: 6,
+          nkv: 1,
+          hd: 64,
+          ps: 7,
+          len: 520,
+          rope: 1,
+          qknorm: 0,
+          row0: 2,
+          kv8: 1,
+        }, 45);
       }),
     );
     test(
@@ -313,7 +487,17 @@ for (const path of ["f16", "f32"] as const) {
         const limit = gpu.info.maxStorageBuffers;
         gpu.info.maxStorageBuffers = 10;
         try {
-          await expectCase(gpu, attentionDecodeCase, { D: 3, nq: 8, nkv: 2, hd: 64, ps: 16, len: 601, rope: 1, rot: 64, kv8: 1 }, 53);
+          await expectCase(gpu, attentionDecodeCase, {
+            D: 3,
+            nq: 8,
+            nkv: 2,
+            hd: 64,
+            ps: 16,
+            len: 601,
+            rope: 1,
+            rot: 64,
+            kv8: 1,
+          }, 53);
         } finally {
           gpu.info.maxStorageBuffers = limit;
         }
@@ -322,18 +506,85 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "q8 cache, prefill: segment at position 37 over several tiles, GQA 3; hd 128 with page size 7; one row",
       on(path, async (gpu) => {
-        await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1 }, 46);
-        await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1 }, 47);
-        await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0, kv8: 1 }, 48);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 45,
+          p0: 37,
+          nq: 6,
+          nkv: 2,
+          hd: 64,
+          ps: 16,
+          row0: 2,
+          kv8: 1,
+        }, 46);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 70,
+          p0: 101,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 7,
+          row0: 1,
+          kv8: 1,
+        }, 47);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 1,
+          p0: 300,
+          nq: 4,
+          nkv: 2,
+          hd: 64,
+          ps: 16,
+          row0: 0,
+          kv8: 1,
+        }, 48);
       }),
     );
     test(
       "q8 cache, prefill with integer q·k (qk8): GQA 3 over several tiles, hd 128 (G 4) and 32, one row",
       on(path, async (gpu) => {
-        await expectCase(gpu, attentionPrefillCase, { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 1, qk8: 1 }, 49);
-        await expectCase(gpu, attentionPrefillCase, { S: 70, p0: 101, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, kv8: 1, qk8: 1 }, 50);
-        await expectCase(gpu, attentionPrefillCase, { S: 33, p0: 5, nq: 4, nkv: 1, hd: 32, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 51);
-        await expectCase(gpu, attentionPrefillCase, { S: 1, p0: 300, nq: 4, nkv: 2, hd: 64, ps: 16, row0: 0, kv8: 1, qk8: 1 }, 52);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 45,
+          p0: 37,
+          nq: 6,
+          nkv: 2,
+          hd: 64,
+          ps: 16,
+          row0: 2,
+          kv8: 1,
+          qk8: 1,
+        }, 49);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 70,
+          p0: 101,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 7,
+          row0: 1,
+          kv8: 1,
+          qk8: 1,
+        }, 50);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 33,
+          p0: 5,
+          nq: 4,
+          nkv: 1,
+          hd: 32,
+          ps: 16,
+          row0: 0,
+          kv8: 1,
+          qk8: 1,
+        }, 51);
+        await expectCase(gpu, attentionPrefillCase, {
+          S: 1,
+          p0: 300,
+          nq: 4,
+          nkv: 2,
+          hd: 64,
+          ps: 16,
+          row0: 0,
+          kv8: 1,
+          qk8: 1,
+        }, 52);
       }),
     );
     test(
@@ -357,14 +608,41 @@ describe("attention without subgroups (workgroup-memory reductions)", () => {
   });
   afterAll(() => gpu?.destroy());
   test("decode with RoPE fused and q/k norm (128 and 512 lanes); plain decode", async () => {
-    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128 }, 16);
-    await withTuning(setDecodeAttentionTuning, { ropeWg: 512 }, async () => {
-      await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 64, ps: 16, len: 300, rope: 1, rot: 64 }, 20);
-    });
+    await expectCase(gpu, attentionDecodeCase, {
+      D: 2,
+      nq: 8,
+      nkv: 2,
+      hd: 128,
+      ps: 16,
+      len: 300,
+      rope: 1,
+      rot: 128,
+    }, 16);
+    const g = decode(gpu, { fusedRopeWorkgroupSize: 512 });
+    await expectCase(g, attentionDecodeCase, {
+      D: 2,
+      nq: 8,
+      nkv: 2,
+      hd: 64,
+      ps: 16,
+      len: 300,
+      rope: 1,
+      rot: 64,
+    }, 20);
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199 }, 17);
   });
   test("q8 cache: decode with RoPE fused, plain decode", async () => {
-    await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 8, nkv: 2, hd: 128, ps: 16, len: 300, rope: 1, rot: 128, kv8: 1 }, 49);
+    await expectCase(gpu, attentionDecodeCase, {
+      D: 2,
+      nq: 8,
+      nkv: 2,
+      hd: 128,
+      ps: 16,
+      len: 300,
+      rope: 1,
+      rot: 128,
+      kv8: 1,
+    }, 49);
     await expectCase(gpu, attentionDecodeCase, { D: 2, nq: 6, nkv: 2, hd: 64, ps: 8, len: 199, kv8: 1 }, 50);
   });
 });

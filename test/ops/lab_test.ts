@@ -93,13 +93,13 @@ describe("edited shaders run through the same check", () => {
   test(
     "a shader that does not compile is a DeviceError",
     on("f32", async (gpu) => {
-      const c = caseFor("add");
-      const text = await shaderSource("add.wgsl");
+      const c = caseFor("silu_mul");
+      const text = await shaderSource("silu_mul.wgsl");
       await expect(
         withShader(
           gpu,
-          "add.wgsl",
-          text.replace("y[i] + f32(x[i])", "y[i] + nope"),
+          "silu_mul.wgsl",
+          text.replace("silu(g) * u", "silu(g) * nope"),
           () => runCase(gpu, c, { shape: c.small }),
         ),
       )

@@ -5,13 +5,15 @@
  * multiples of 64 and span several tiles; 16-bit K not a multiple of the 32-value k-tile; row shards with
  * column offsets; batch invariance (a row's bits do not depend on M or its tile position).
  * x is f32 on both paths; 4-bit weights also run matmul_tiled_x8.wgsl (int8 x, shape key x8 = 1; the
- * engine's default for 4-bit matrices of ≥ 4M weights; also split along K, summed by matmul_splitk.wgsl) against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs |d| ≤ 2e-7·√K + 1e-6 +
+ * engine's default for 4-bit matrices of ≥ 4M weights; also split along K, summed by matmul_splitk.wgsl)
+ * against a reference that quantizes x the same way. Tolerances (src/lab/cases/matmul.ts): f32 outputs
+ * |d| ≤ 2e-7·√K + 1e-6 +
  * 1e-5·|ref| (f32 accumulation); act outputs on the f16 path |d| ≤ 2e-7·√K + 1.1e-5 + 1e-3·|ref| (plus
  * the f16 rounding of y).
  */
 import { describe, expect, test } from "vitest";
 import { matmulTiledCase } from "../../src/lab/cases/matmul.ts";
-import { setMatmulTuning, usesX8 } from "../../src/ops/matmul.ts";
+import { usesInt8X } from "../../src/ops/matmul.ts";
 import { devices, expectBitwise, expectCase } from "../util/lab.ts";
 import { EPILOGUES, FORMATS, kFor, matmulInputs, yOf } from "../util/matmul.ts";
 
@@ -41,24 +43,18 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "wide matrices: 128-column tiles at the default threshold (N = 4099) and forced at small N; TM 4",
+      "wide matrices: 128-column tiles at the default threshold (N = 4099) and forced at small N",
       on(path, async (gpu) => {
         await expectCase(gpu, matmulTiledCase, { w: "q4g64", K: 64, M: 37, N: 4099, out: "act" }, 1);
-        for (const t of [{ wideN: 1 }, { TM: 4 }]) {
-          const prev = setMatmulTuning({ tiled: t });
-          try {
-            for (const s of [{ w: "q3g32", K: 224 }, { w: "bf16", K: 200 }, { w: "q8g128", K: 384 }]) {
-              await expectCase(gpu, matmulTiledCase, { ...s, M: 131, N: 133, out: "add", bias: 1 }, 2);
-            }
-            // Batch invariance holds within each tile shape too.
-            const i = matmulInputs(gpu, "tiled", { w: "q4g64", K: 320, M: 137, N: 133 });
-            const full = await yOf(gpu, i);
-            const parts = await yOf(gpu, i, [{ M: 1, row0: 0 }, { M: 70, row0: 1 }, { M: 66, row0: 71 }]);
-            expectBitwise(parts, full, `${JSON.stringify(t)}: M=1,70,66 vs M=137`);
-          } finally {
-            setMatmulTuning(prev);
-          }
+        const g = gpu.withProfile({ matmul: { tiled: { wideN: 1 } } });
+        for (const s of [{ w: "q3g32", K: 224 }, { w: "bf16", K: 200 }, { w: "q8g128", K: 384 }]) {
+          await expectCase(g, matmulTiledCase, { ...s, M: 131, N: 133, out: "add", bias: 1 }, 2);
         }
+        // Batch invariance holds within the wide tiles too.
+        const i = matmulInputs(g, "tiled", { w: "q4g64", K: 320, M: 137, N: 133 });
+        const full = await yOf(g, i);
+        const parts = await yOf(g, i, [{ M: 1, row0: 0 }, { M: 70, row0: 1 }, { M: 66, row0: 71 }]);
+        expectBitwise(parts, full, `wideN 1: M=1,70,66 vs M=137`);
       }),
     );
 
@@ -79,60 +75,51 @@ for (const path of ["f16", "f32"] as const) {
           { w: "q4g32", scale: "f16", K: 224, M: 37, N: 133, out: "act", bias: 0 },
           { w: "q4g64", scale: "bf16", K: 2560, M: 130, N: 67, out: "f32", bias: 1 },
           { w: "q4g128", scale: "bf16", K: 384, M: 65, N: 260, out: "add", bias: 1, row0: 3 },
-          { w: "q4g64", scale: "f16", K: 320, M: 70, N: 131, out: "act", bias: 1, shards: 2, noff: 5, pad: 3, row0: 2 },
+          {
+            w: "q4g64",
+            scale: "f16",
+            K: 320,
+            M: 70,
+            N: 131,
+            out: "act",
+            bias: 1,
+            shards: 2,
+            noff: 5,
+            pad: 3,
+            row0: 2,
+          },
         ];
-        // wideN 4096: these small grids take 64-column tiles (BN64, 128 lanes); wideN 1 or x8MinGrid 0:
-        // 128-column tiles; kt2: two 32-value sub-tiles per stage of the 64-column ones (K = 224, 2560, 384,
-        // 320: odd and even sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which
-        // applies the epilogue (bias, add, act); x64: x quantized per 64 values where K and the groups allow
-        // (K = 2560, 384, 320 here; the g32 shape keeps 32), against a reference that does the same; pf false:
-        // each 64-column tile fetched right before it is stored (NOPF), with and without KT2, split-K and x64;
-        // 128-column tiles with and without KT2 (kt2w) and NOPF (pfw false).
+        // wideN 4096: these small grids take 64-column tiles (NARROW_TILE, 128 lanes, the next stage fetched
+        // during the multiply); wideN 1 or wideTileMinWorkgroups 0: 128-column tiles (the next stage fetched
+        // right before it is stored); two 32-value sub-tiles per stage (K = 224, 2560, 384, 320: odd and even
+        // sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which applies the epilogue
+        // (bias, add, act), in narrow and wide tiles.
         for (
           const t of [
-            { wideN: 4096, kt2: false }, { wideN: 1, kt2: false }, { wideN: 4096, kt2: true }, { wideN: 4096, kt2: true, x8MinGrid: 0 },
-            { wideN: 4096, splitK: 2 }, { wideN: 4096, splitK: 3, kt2: false, x8MinGrid: 0 },
-            { wideN: 4096, x64: true }, { wideN: 1, x64: true, splitK: 2 },
-            { wideN: 4096, pf: false }, { wideN: 1, pf: false, kt2: false }, { wideN: 4096, pf: false, splitK: 3 },
-            { wideN: 4096, pf: false, x64: true }, { wideN: 1, kt2w: false, pfw: true }, { wideN: 1, kt2w: true, pfw: true },
-            { wideN: 1, kt2w: false, pfw: false },
+            { wideN: 4096 },
+            { wideN: 1 },
+            { wideN: 4096, wideTileMinWorkgroups: 0 },
+            { wideN: 4096, splitK: 2 },
+            { wideN: 4096, splitK: 3, wideTileMinWorkgroups: 0 },
+            { wideN: 4096, splitK: 3 },
           ]
         ) {
-          const prev = setMatmulTuning({ tiled: t });
-          try {
-            for (const [k, s] of shapes.entries()) {
-              await expectCase(gpu, matmulTiledCase, { ...s, x8: 1 }, 50 + k);
-            }
-          } finally {
-            setMatmulTuning(prev);
+          const g = gpu.withProfile({ matmul: { tiled: t } });
+          for (const [k, s] of shapes.entries()) {
+            await expectCase(g, matmulTiledCase, { ...s, x8: 1 }, 50 + k);
           }
         }
       }),
     );
 
     test(
-      "int8 x: every tile shape gives the same bits (64 or 128 columns, one or two sub-tiles per stage)",
+      "int8 x: both tile shapes give the same bits (64 columns fetched ahead, 128 fetched right before the store)",
       on(path, async (gpu) => {
         for (const s of [{ K: 224, N: 70 }, { K: 320, N: 133 }]) {
           const i = matmulInputs(gpu, "tiled", { w: "q4g32", x8: 1, M: 67, ...s });
-          // One sub-tile per stage first: the others must give its bits. 64-column tiles with two sub-tiles,
-          // 128-column ones (KT2 and NOPF by default), and the prefetch / sub-tile choices crossed.
-          const shapes = [
-            { kt2: false }, { kt2: true }, { x8MinGrid: 0 }, { pf: false }, { pf: false, kt2: false, x8MinGrid: 0 },
-            { x8MinGrid: 0, kt2w: false, pfw: true }, { x8MinGrid: 0, kt2w: true, pfw: true },
-          ];
-          const ys: Float64Array[] = [];
-          for (const t of shapes) {
-            const prev = setMatmulTuning({ tiled: { wideN: 4096, x8MinGrid: 1e9, ...t } });
-            try {
-              ys.push(await yOf(gpu, i));
-            } finally {
-              setMatmulTuning(prev);
-            }
-          }
-          for (let k = 1; k < shapes.length; k++) {
-            expectBitwise(ys[k], ys[0], `${JSON.stringify(shapes[k])} vs one sub-tile, ${JSON.stringify(s)}`);
-          }
+          const yOn = (wideTileMinWorkgroups: number) =>
+            yOf(gpu.withProfile({ matmul: { tiled: { wideN: 4096, wideTileMinWorkgroups } } }), i);
+          expectBitwise(await yOn(0), await yOn(1e9), `128- vs 64-column tiles, ${JSON.stringify(s)}`);
         }
       }),
     );
@@ -140,11 +127,20 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "int8 x only where the device has dot4I8Packed and one subgroup size (else the f32-x kernels)",
       on(path, (gpu) => {
-        const w = { format: { kind: "q" as const, bits: 4, groupSize: 64, scaleF16: false }, K: 4096, N: 4096 };
+        const w = {
+          format: { kind: "q" as const, bits: 4, groupSize: 64, scaleF16: false },
+          K: 4096,
+          N: 4096,
+        };
         for (const mode of ["vec", "tiled"] as const) {
-          expect(usesX8(gpu.info, w, mode), `${mode} on this device`).toBe(gpu.info.int8Dot && gpu.info.subgroups);
-          expect(usesX8({ ...gpu.info, int8Dot: false }, w, mode), `${mode} without dot4I8Packed`).toBe(false);
-          expect(usesX8({ ...gpu.info, subgroupMaxSize: 2 * gpu.info.subgroupMinSize }, w, mode), `${mode}, varying subgroups`).toBe(false);
+          const { info, profile } = gpu;
+          expect(usesInt8X(gpu, w, mode), `${mode} on this device`).toBe(info.int8Dot && info.subgroups);
+          expect(
+            usesInt8X({ info: { ...info, int8Dot: false }, profile }, w, mode),
+            `${mode} without dot4I8Packed`,
+          ).toBe(false);
+          const varying = { ...info, subgroupMaxSize: 2 * info.subgroupMinSize };
+          expect(usesInt8X({ info: varying, profile }, w, mode), `${mode}, varying subgroups`).toBe(false);
         }
         return Promise.resolve();
       }),
@@ -154,9 +150,12 @@ for (const path of ["f16", "f32"] as const) {
       "batch invariance: each row's bits are the same whatever M and tile position",
       on(path, async (gpu) => {
         const cases: Record<string, number | string>[] = [
-          { w: "q4g64", K: 320, x8: 0 }, { w: "q4g64", K: 320, x8: 1 }, { w: "q4g64", K: 320, x8: 1, N: 4100 },
-          { w: "q4g64", K: 320, x8: 1, splitk: 2 }, { w: "q4g64", K: 320, x8: 1, x64: 1 }, { w: "q4g64", K: 320, x8: 1, x64: 1, N: 4100 },
-          { w: "q6g32", K: 224, x8: 0 }, { w: "bf16", K: 200, x8: 0 },
+          { w: "q4g64", K: 320, x8: 0 },
+          { w: "q4g64", K: 320, x8: 1 },
+          { w: "q4g64", K: 320, x8: 1, N: 4100 },
+          { w: "q4g64", K: 320, x8: 1, splitk: 2 },
+          { w: "q6g32", K: 224, x8: 0 },
+          { w: "bf16", K: 200, x8: 0 },
         ];
         for (const s of cases) {
           const i = matmulInputs(gpu, "tiled", { N: 70, ...s, M: 137 });

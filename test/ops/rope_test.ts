@@ -17,8 +17,31 @@ import { devices, expectCase } from "../util/lab.ts";
 const { on } = devices();
 
 // The first two shapes also run with the 8-bit cache (seeds 5 and 6).
-const QKNORM_40 = { R: 7, nq: 6, nkv: 2, hd: 40, rot: 24, ps: 5, qknorm: 1, mscale: 1.13, slots: 3, maxpos: 97 };
-const LLAMA_128 = { R: 9, nq: 8, nkv: 2, hd: 128, rot: 128, ps: 16, qknorm: 0, mscale: 1, theta: 500000, slots: 2, maxpos: 5001 };
+const QKNORM_40 = {
+  R: 7,
+  nq: 6,
+  nkv: 2,
+  hd: 40,
+  rot: 24,
+  ps: 5,
+  qknorm: 1,
+  mscale: 1.13,
+  slots: 3,
+  maxpos: 97,
+};
+const LLAMA_128 = {
+  R: 9,
+  nq: 8,
+  nkv: 2,
+  hd: 128,
+  rot: 128,
+  ps: 16,
+  qknorm: 0,
+  mscale: 1,
+  theta: 500000,
+  slots: 2,
+  maxpos: 5001,
+};
 
 for (const path of ["f16", "f32"] as const) {
   describe(`rope, ${path} activations`, () => {
@@ -31,7 +54,9 @@ for (const path of ["f16", "f32"] as const) {
         }),
       );
       test(
-        `${q8}full rotary without norm (llama), hd 128${kv8 ? " (blocks of 32)" : ""}, GQA 4, positions up to 5000`,
+        `${q8}full rotary without norm (llama), hd 128${
+          kv8 ? " (blocks of 32)" : ""
+        }, GQA 4, positions up to 5000`,
         on(path, async (gpu) => {
           await expectCase(gpu, ropeCase, { ...LLAMA_128, kv8 }, kv8 ? 6 : 2);
         }),
@@ -41,14 +66,35 @@ for (const path of ["f16", "f32"] as const) {
       "hd 256 (more dims than lanes), rot 64, one kv head, mscale 0.87",
       on(path, async (gpu) => {
         await expectCase(gpu, ropeCase, {
-          R: 3, nq: 3, nkv: 1, hd: 256, rot: 64, ps: 7, qknorm: 1, mscale: 0.87, theta: 10000, slots: 2, maxpos: 300,
+          R: 3,
+          nq: 3,
+          nkv: 1,
+          hd: 256,
+          rot: 64,
+          ps: 7,
+          qknorm: 1,
+          mscale: 0.87,
+          theta: 10000,
+          slots: 2,
+          maxpos: 300,
         }, 3);
       }),
     );
     test(
       "one row at position 0",
       on(path, async (gpu) => {
-        await expectCase(gpu, ropeCase, { R: 1, nq: 2, nkv: 1, hd: 64, rot: 64, ps: 16, qknorm: 1, mscale: 1.2, slots: 1, maxpos: 1 }, 4);
+        await expectCase(gpu, ropeCase, {
+          R: 1,
+          nq: 2,
+          nkv: 1,
+          hd: 64,
+          rot: 64,
+          ps: 16,
+          qknorm: 1,
+          mscale: 1.2,
+          slots: 1,
+          maxpos: 1,
+        }, 4);
       }),
     );
   });

@@ -208,7 +208,11 @@ const CASES: Case[] = [
     name: "history over the window",
     path: C,
     body: chat({
-      messages: [{ role: "user", content: "word ".repeat(400) }, { role: "assistant", content: "ok" }, ...user],
+      messages: [
+        { role: "user", content: "word ".repeat(400) },
+        { role: "assistant", content: "ok" },
+        ...user,
+      ],
     }),
     status: 400,
     code: "context_length_exceeded",

@@ -53,7 +53,7 @@ function validate(schema: any, v: unknown, path = "$"): string[] {
       ? Number.isInteger(v)
       : t === "null"
       ? v === null
-      : typeof v === t;
+      : (typeof v as string) === t;
   if (type && !is(type)) return [`${path}: not ${type}`];
   if (schema.enum && !schema.enum.includes(v)) errs.push(`${path}: not in enum`);
   if (typeof v === "string" && schema.maxLength !== undefined && [...v].length > schema.maxLength) {

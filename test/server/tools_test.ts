@@ -4,7 +4,11 @@
  */
 import { describe, expect, test } from "vitest";
 import {
-  type AssembledPiece, assembleCalls, parseCallBody, ToolCallParser, type ToolPiece,
+  assembleCalls,
+  type AssembledPiece,
+  parseCallBody,
+  ToolCallParser,
+  type ToolPiece,
 } from "../../src/server/tools.ts";
 
 function pieces(chunks: string[]): ToolPiece[] {
@@ -20,7 +24,10 @@ function run(chunks: string[]): AssembledPiece[] {
   return assembleCalls(pieces(chunks)).map((x) => {
     if (x.type === "text") return x;
     try {
-      return { type: "call", call: { name: x.call.name, arguments: JSON.stringify(JSON.parse(x.call.arguments)) } };
+      return {
+        type: "call",
+        call: { name: x.call.name, arguments: JSON.stringify(JSON.parse(x.call.arguments)) },
+      };
     } catch {
       return x;
     }
@@ -93,7 +100,8 @@ describe("ToolCallParser", () => {
   });
 
   test("arguments stream as deltas once the name is known; their concatenation is the arguments text", () => {
-    const s = 'Ok.\n<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "text": "x </tool_call> y}"}}\n</tool_call>';
+    const s =
+      'Ok.\n<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "text": "x </tool_call> y}"}}\n</tool_call>';
     for (let seed = 1; seed <= 10; seed++) {
       const out = pieces(randomChunks(s, seed));
       const deltas = out.filter((p) => p.type === "call_args").map((p) => (p as { delta: string }).delta);

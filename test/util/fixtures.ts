@@ -7,7 +7,9 @@ export const FIXTURES = `${ROOT}test/fixtures`;
 export const DEFAULT_MODEL = `${ROOT}models/flint-coder-19m-mlx-4bit`;
 
 /** The tensors of a fixture's golden.safetensors: input_ids, logits, greedy_ids (when present). */
-export async function readGolden(dir: string): Promise<{ inputIds: number[]; logits: Float32Array; greedyIds: number[] | null }> {
+export async function readGolden(
+  dir: string,
+): Promise<{ inputIds: number[]; logits: Float32Array; greedyIds: number[] | null }> {
   const src = new DiskModelSource(dir);
   const h = await readHeader(src, "golden.safetensors");
   const get = async (n: string) => {
@@ -26,7 +28,11 @@ export async function readGolden(dir: string): Promise<{ inputIds: number[]; log
 }
 
 /** Largest |got − want| and where: "max diff D at position P, token T" (rows of `vocab` logits). */
-export function worstLogit(got: ArrayLike<number>, want: ArrayLike<number>, vocab: number): { worst: number; where: string } {
+export function worstLogit(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  vocab: number,
+): { worst: number; where: string } {
   let worst = 0, at = 0;
   for (let i = 0; i < want.length; i++) {
     const d = Math.abs(got[i] - want[i]);

@@ -43,19 +43,6 @@ export function devices(): {
   };
 }
 
-/**
- * Runs `fn` under a tuning that `set` installs (a setter that returns the previous tuning, as
- * setPrefillAttentionTuning does), then restores the previous one.
- */
-export async function withTuning<P, T>(set: (t: P) => P, t: P, fn: () => Promise<T>): Promise<T> {
-  const prev = set(t);
-  try {
-    return await fn();
-  } finally {
-    set(prev);
-  }
-}
-
 /** Runs `c` on `shape` over its small shape and asserts every output is within tolerance. */
 export async function expectCase(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1): Promise<OutputReport[]> {
   const r = await runCase(gpu, c, { shape: { ...c.small, ...shape }, seed });
@@ -68,8 +55,16 @@ export async function expectCase(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1
 }
 
 /** The outputs of one run of `c` on `shape` (over its small shape), unchecked: for bitwise comparisons. */
-export async function outputsOf(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1): Promise<Record<string, Float64Array>> {
-  const i = c.make({ ...c.small, ...shape }, new Rng(seed), { act: gpu.info.f16 ? "f16" : "f32", maxBinding: gpu.info.maxBinding });
+export async function outputsOf(
+  gpu: Gpu,
+  c: KernelCase,
+  shape: Shape,
+  seed = 1,
+): Promise<Record<string, Float64Array>> {
+  const i = c.make({ ...c.small, ...shape }, new Rng(seed), {
+    act: gpu.info.f16 ? "f16" : "f32",
+    maxBinding: gpu.info.maxBinding,
+  });
   const b = await c.bind(gpu, i);
   try {
     runOnce(b);

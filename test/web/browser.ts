@@ -25,7 +25,9 @@ export async function launchChromium(): Promise<Browser> {
   try {
     await Deno.stat(CHROMIUM);
   } catch {
-    throw new Error(`${CHROMIUM} not found: the browser tests need Debian's chromium (apt-get install chromium)`);
+    throw new Error(
+      `${CHROMIUM} not found: the browser tests need Debian's chromium (apt-get install chromium)`,
+    );
   }
   return await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
 }
@@ -46,7 +48,9 @@ export function staticServer(dir: string): Deno.HttpServer<Deno.NetAddr> {
     if (path.includes("..")) return new Response("bad path", { status: 400 });
     try {
       const body = await Deno.readFile(`${dir}${path}`);
-      return new Response(body, { headers: { "content-type": TYPES[path.split(".").pop()!] ?? "application/octet-stream" } });
+      return new Response(body, {
+        headers: { "content-type": TYPES[path.split(".").pop()!] ?? "application/octet-stream" },
+      });
     } catch {
       return new Response("not found", { status: 404 });
     }

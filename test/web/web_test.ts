@@ -36,7 +36,9 @@ beforeAll(async () => {
   dist = await Deno.makeTempDir({ prefix: "flint-web-" });
   await Deno.mkdir(ARTIFACTS, { recursive: true });
   const files = await buildWeb(dist, { minify: true });
-  expect(files).toEqual(expect.arrayContaining(["app.js", "index.html", "lab.html", "style.css", "wgsl/lib/common.wgsl"]));
+  expect(files).toEqual(
+    expect.arrayContaining(["app.js", "index.html", "lab.html", "style.css", "wgsl/lib/common.wgsl"]),
+  );
   site = staticServer(dist);
   server = serve(webRoutes().fetch);
   browser = await launchChromium();
@@ -68,7 +70,12 @@ async function open(ctx: BrowserContext, url: string): Promise<{ page: Page; err
 describe("the server's web routes", () => {
   test("serve the pages, the bundle and the shaders, and nothing outside wgsl/", async () => {
     const base = urlOf(server);
-    const get = (p: string) => fetch(base + p).then(async (r) => ({ status: r.status, type: r.headers.get("content-type"), text: await r.text() }));
+    const get = (p: string) =>
+      fetch(base + p).then(async (r) => ({
+        status: r.status,
+        type: r.headers.get("content-type"),
+        text: await r.text(),
+      }));
     const index = await get("");
     expect(index.status).toBe(200);
     expect(index.text).toContain('id="folder-input"');
@@ -103,7 +110,9 @@ describe("playground (static build)", () => {
     await page.setInputFiles("#folder-input", dir);
     await page.waitForSelector('.notice.error[data-key="load"]');
     const name = dir.split("/").pop();
-    expect(await page.textContent('.notice.error[data-key="load"]')).toContain(`${name}/config.json: file not found`);
+    expect(await page.textContent('.notice.error[data-key="load"]')).toContain(
+      `${name}/config.json: file not found`,
+    );
     expect(await page.textContent("#cached-models")).toContain("No models saved yet.");
     expect(errors).toEqual([]);
     await ctx.close();
@@ -142,7 +151,9 @@ describe("playground (static build)", () => {
     await page.waitForSelector('.notice.warn[data-key="f16"]');
     await page.selectOption("#context-window", "512");
     await page.setInputFiles("#folder-input", MODEL);
-    await page.waitForFunction(() => document.body.dataset.ready === "true" || document.querySelector(".notice.error"));
+    await page.waitForFunction(() =>
+      document.body.dataset.ready === "true" || document.querySelector(".notice.error")
+    );
     expect(await page.$$eval(".notice.error", (n) => n.map((e) => e.textContent))).toEqual([]);
     expect(await page.textContent("#gpu-status")).toContain("flint-coder-19m-mlx-4bit");
     // Validated, then saved in IndexedDB with its size; persistent storage was asked for.
@@ -170,7 +181,11 @@ describe("playground (static build)", () => {
     const ids = (await reply.getAttribute("data-token-ids"))!.split(",").map(Number);
     expect(ids).toEqual(CHAT.greedy_ids);
     const meta = await reply.locator(".meta").textContent();
-    expect(meta).toMatch(new RegExp(`^${CHAT.greedy_ids.length} tokens · [\\d.]+ tok/s · first token \\d+ ms · prompt ${CHAT.prompt_ids.length} tokens`));
+    expect(meta).toMatch(
+      new RegExp(
+        `^${CHAT.greedy_ids.length} tokens · [\\d.]+ tok/s · first token \\d+ ms · prompt ${CHAT.prompt_ids.length} tokens`,
+      ),
+    );
     // One chunk holds the whole prompt: the bar moved inside it (estimated), short of 100% until the end.
     const reading = (await progress()).filter((s) => s.stage === "prefill" && s.value !== null);
     expect(reading.some((s) => s.value! > 0 && s.value! < 100), JSON.stringify(reading)).toBe(true);
@@ -186,17 +201,23 @@ describe("playground (static build)", () => {
     await page.fill("#prompt", "Now add type hints and a docstring.");
     await page.keyboard.press("Enter");
     const second = page.locator(".msg.assistant").nth(1);
-    await page.waitForFunction(() => (document.querySelectorAll(".msg.assistant .body")[1]?.textContent ?? "").length > 0);
+    await page.waitForFunction(() =>
+      (document.querySelectorAll(".msg.assistant .body")[1]?.textContent ?? "").length > 0
+    );
     expect(await page.isVisible("#stop")).toBe(true);
     await page.keyboard.press("Escape");
-    await page.waitForFunction(() => (document.querySelectorAll(".msg.assistant")[1] as HTMLElement).dataset.state !== "streaming");
+    await page.waitForFunction(() =>
+      (document.querySelectorAll(".msg.assistant")[1] as HTMLElement).dataset.state !== "streaming"
+    );
     expect(await second.getAttribute("data-state")).toBe("stopped");
     expect(await second.locator(".meta").textContent()).toContain("stopped");
     expect(await page.isVisible("#send")).toBe(true);
 
     // A reload loads the saved model from IndexedDB without asking for the folder, and shows the chat.
     await page.reload();
-    await page.waitForFunction(() => document.body.dataset.ready === "true" || document.querySelector(".notice.error"));
+    await page.waitForFunction(() =>
+      document.body.dataset.ready === "true" || document.querySelector(".notice.error")
+    );
     expect(await page.textContent("#gpu-status")).toContain("flint-coder-19m-mlx-4bit");
     await page.waitForSelector("#chats li.active");
     expect(await page.locator(".msg.user").allTextContents())
@@ -205,7 +226,8 @@ describe("playground (static build)", () => {
     // The 8-bit KV cache: choosing it loads the model again with a q8 pool, and a greedy reply completes.
     await page.selectOption("#kv-cache", "q8");
     await page.waitForFunction(() =>
-      (document.getElementById("gpu-status")?.textContent ?? "").includes("8-bit KV") || document.querySelector(".notice.error")
+      (document.getElementById("gpu-status")?.textContent ?? "").includes("8-bit KV") ||
+      document.querySelector(".notice.error")
     );
     expect(await page.$$eval(".notice.error", (n) => n.map((e) => e.textContent))).toEqual([]);
     const before = await page.locator(".msg.assistant").count();
@@ -238,7 +260,9 @@ describe("kernel lab (server routes)", () => {
     expect(await page.textContent("#kernel-title")).toBe("rms_norm.wgsl");
     await page.click("#run");
     await page.waitForSelector('#result:is([data-state="pass"], [data-state="fail"], [data-state="error"])');
-    expect(await page.getAttribute("#result", "data-state"), (await page.textContent("#result")) ?? "").toBe("pass");
+    expect(await page.getAttribute("#result", "data-state"), (await page.textContent("#result")) ?? "").toBe(
+      "pass",
+    );
     expect(Number(await page.getAttribute("#result", "data-ms"))).toBeGreaterThan(0);
     expect(await page.textContent("#result")).toContain("y: ok");
     await page.screenshot({ path: `${ARTIFACTS}/lab.png` });

@@ -1,9 +1,9 @@
-// The KEYS4 key loop of attention_decode.wgsl (included there under KEYS4 + LANE_SUBGROUP, for a q8 (KV8) or
-// f16 cache, with or without ROPE): a group walks four keys per step (t, t + KG, t + 2·KG, t + 3·KG), all four
-// fetched one step ahead as raw words (q8: vec2<u32> + scale, 3 registers a row; f16: 4; 8 unpacked), so twice the keys of the two-key
-// loop are in flight for the same registers and the online softmax takes half the dependent steps. The
-// scales are applied once per key (to the four scores, and to the four weights of the V row), not per
-// value. Same function as the two-key loop; the rounding differs (so the bits may).
+// The key loop of attention_decode.wgsl under FOUR_KEYS_PER_STEP (with LANE_SUBGROUP, for a q8 (KV8) or
+// f16 cache, with or without ROPE): a group walks four keys per step (t, t + KG, t + 2·KG, t + 3·KG), all
+// four fetched one step ahead as raw words (q8: vec2<u32> + scale, 3 registers a row; f16: 4; 8 unpacked),
+// so twice the keys of the two-key loop are in flight for the same registers and the online softmax takes
+// half the dependent steps. The scales are applied once per key (to the four scores, and to the four weights
+// of the V row), not per value. Same function as the two-key loop; the rounding differs (so the bits may).
 
 // A K or V row's 8 values as loaded, and the same as f32 (unscaled) with the factor to apply once per key.
 #ifdef KV8

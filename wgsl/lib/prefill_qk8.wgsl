@@ -1,13 +1,14 @@
-// QK8 part of attention_prefill.wgsl (q8 cache, 32 dims per lane = one scale block): q·k on integer dot
-// products, four products per dot4I8Packed, as SageAttention does. Each lane quantizes its 32 dims of q·scale
-// to int8 with one scale (the cache's rule, lib/kv8.wgsl), the K tile stays the cache's codes with their block
-// scales, and a lane's partial score is f32(Σ q_code·k_code) · s_q · s_k (exact integer sum: |Σ| < 2^19).
-// V keeps the f32 tile. Scores then carry q's rounding (≤ 1/254 of its block max) besides the cache's.
+// INT8_QK part of the prefill attention kernels (q8 cache, 32 dims per lane = one scale block; after
+// lib/prefill.wgsl): q·k on integer dot products, four products per dot4I8Packed, as SageAttention does. Each
+// lane quantizes its 32 dims of q·scale to int8 with one scale (the cache's rule, lib/kv8.wgsl), the K tile
+// stays the cache's codes with their block scales, and a lane's partial score is f32(Σ q_code·k_code) · s_q ·
+// s_k (exact integer sum: |Σ| < 2^19). Scores then carry q's rounding (≤ 1/254 of its block max) besides the
+// cache's. The quad kernel (16 dims per lane) has its own q quantization.
 
 // H16 and NB are consts from the host, not overrides: naga 29 panics (pipeline_constants.rs, "unreachable")
 // on workgroup arrays sized by these overrides.
-const H16: u32 = {{H16}}u;   // vec4<u32>s (16 codes) per K row
-const NB: u32 = {{NB}}u;     // scale blocks per K row (one per lane)
+const H16: u32 = {{K_CODE_VEC4S}}u;   // vec4<u32>s (16 codes) per K row
+const NB: u32 = {{K_SCALES}}u;        // scale blocks per K row
 var<workgroup> kq: array<vec4<u32>, BK * H16>;
 var<workgroup> ksc: array<f32, BK * NB>;
 

@@ -1,16 +1,17 @@
-// Tile loads of attention_prefill.wgsl: keys kt .. kt+BK−1 (clamped to the last key: pad rows are masked)
-// into the K/V tiles, by units of one fetch and one put per tile format, shared by the plain loop
-// (load_tile: load, then the caller's barrier) and PF (pf_load / pf_store).
-//  PACKED:      unit e < BK·H8: 8 dims of K and of V as f16 words (row e / H8), kept as words (V under
-//               HPV as f16 values: vput);
-//  QK8 + HPV:   K as codes (k8_unit, k8_scale: lib/prefill_qk8.wgsl), V unit e < BK·H8: 8 codes and their
-//               scale, dequantized and rounded to f16 (vput);
-//  otherwise:   K (not under QK8) and V as f32 (ld4), unit e < BK·H4: one vec4.
-// PF: the next tile's units are loaded into registers while this tile is computed and stored after the
-// barrier that ends it, so a tile's load latency is not spent waiting between barriers (H200, 4B chunk at
-// depth 12k: −5%). Unit e = lid + i·WG; NPF (NPV) ≤ 4 units per lane. Same words, same places: same bits.
+// Tile loads of the prefill attention kernels (after lib/prefill.wgsl): keys kt .. kt+BK−1 (clamped to the
+// last key: pad rows are masked) into the K/V tiles, by units of one fetch and one put per tile format,
+// shared by the plain loop (load_tile: load, then the caller's barrier) and PREFETCH_TILES (pf_load and
+// pf_store).
+//  F16_TILES:         unit e < BK·H8: 8 dims of K and of V as f16 words (row e / H8); K kept as words
+//                     (F16_QK: as f16 values), V as f16 values (vput);
+//  INT8_QK + F16_PV:  K as codes (k8_unit, k8_scale: lib/prefill_qk8.wgsl), V unit e < BK·H8: 8 codes and
+//                     their scale, dequantized and rounded to f16 (vput);
+//  otherwise:         K (not under INT8_QK) and V as f32 (ld4), unit e < BK·H4: one vec4.
+// PREFETCH_TILES: the next tile's units are loaded into registers while this tile is computed and stored
+// after the barrier that ends it, so a tile's load latency is not spent waiting between barriers. Unit
+// e = lid + i·WG, at most 4 per lane (PREFETCH_UNITS of K, PREFETCH_V_UNITS of V). Same words, same places.
 
-#ifdef PACKED
+#ifdef F16_TILES
 struct Kv { k: vec4<u32>, v: vec4<u32> }
 fn kv_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Kv {
   let base = key_row(prow, pstride, h, kt + min(e / H8, nk - 1u)) / 8u + e % H8;
@@ -19,18 +20,14 @@ fn kv_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Kv {
 fn kv_put(e: u32, k: vec4<u32>, v: vec4<u32>) {
   if (e >= BK * H8) { return; }
   let i = at(e / H8, e % H8);
-#ifdef HQK
+#ifdef F16_QK
   ks[i] = Hh(vec4<f16>(lo8(k)), vec4<f16>(hi8(k)));
 #else
   ks[i] = k;
 #endif
-#ifdef HPV
   vput(i, lo8(v), hi8(v));
-#else
-  vs[i] = v;
-#endif
 }
-#elif HPV
+#elif F16_PV
 struct V8 { w: vec2<u32>, s: f32 }
 fn v8_unit(e: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> V8 {
   let c = key_row(prow, pstride, h, kt + min(e / H8, nk - 1u)) + params.nkv * params.ps * HD + (e % H8) * 8u;
@@ -42,20 +39,20 @@ fn v8_put(e: u32, w: vec2<u32>, s: f32) {
 #endif
 
 fn load_tile(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
-#ifdef PACKED
+#ifdef F16_TILES
   for (var e = lid; e < BK * H8; e += WG) { let u = kv_unit(e, kt, nk, prow, pstride, h); kv_put(e, u.k, u.v); }
 #else
-#ifdef QK8
+#ifdef INT8_QK
   load_k8(lid, kt, nk, prow, pstride, h);
 #endif
-#ifdef HPV
+#ifdef F16_PV
   for (var e = lid; e < BK * H8; e += WG) { let u = v8_unit(e, kt, nk, prow, pstride, h); v8_put(e, u.w, u.s); }
 #else
   for (var e = lid; e < BK * H4; e += WG) {
     let t = e / H4;
     let d4 = e % H4;
     let base = key_row(prow, pstride, h, kt + min(t, nk - 1u)) + d4 * 4u;
-#ifndef QK8
+#ifndef INT8_QK
     ks[at(t, d4)] = ld4(base);
 #endif
     vs[at(t, d4)] = ld4(base + params.nkv * params.ps * HD);
@@ -64,9 +61,9 @@ fn load_tile(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
 #endif
 }
 
-#ifdef PF
-#ifdef PACKED
-const NPF: u32 = {{NPF}}u;
+#ifdef PREFETCH_TILES
+#ifdef F16_TILES
+const NPF: u32 = {{PREFETCH_UNITS}}u;
 struct Pf { k0: vec4<u32>, v0: vec4<u32>, k1: vec4<u32>, v1: vec4<u32>, k2: vec4<u32>, v2: vec4<u32>, k3: vec4<u32>, v3: vec4<u32> }
 
 fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {
@@ -85,9 +82,9 @@ fn pf_store(lid: u32, p: Pf) {
   if (NPF > 3u) { kv_put(lid + 3u * WG, p.k3, p.v3); }
 }
 #else
-// QK8 + HPV: NPF K code units and one K scale per lane, NPV V units.
-const NPF: u32 = {{NPF}}u;
-const NPV: u32 = {{NPV}}u;
+// INT8_QK + F16_PV: NPF K code units and one K scale per lane, NPV V units.
+const NPF: u32 = {{PREFETCH_UNITS}}u;
+const NPV: u32 = {{PREFETCH_V_UNITS}}u;
 struct Pf { k0: vec4<u32>, k1: vec4<u32>, s: f32, v0: vec2<u32>, v1: vec2<u32>, v2: vec2<u32>, v3: vec2<u32>, vs: vec4<f32> }
 
 fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {

@@ -1,4 +1,4 @@
-// Int8 quantization of x shared by the 4-bit int8-x matmuls (lib/q4x8.wgsl for decode rows,
+// Int8 quantization of x shared by the 4-bit int8-x matmuls (matmul_vec_q4x8.wgsl for decode rows,
 // matmul_tiled_x8.wgsl for prefill), so both quantize exactly alike (src/lab/ref/matmul.ts quantizeX8):
 // per 32 values sx = max|x| / 127, q = round(x / sx) as int8 in ±127, and Σx kept in f32.
 // Each of 4 adjacent lanes holds 8 of a group's 32 values (a, b): the group's max and sum go by shuffles, so
@@ -35,14 +35,4 @@ fn x8_words(a: vec4<f32>, b: vec4<f32>, inv: f32) -> vec4<u32> {
   let e = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
   let o = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
   return vec4<u32>(e, o, subgroupShuffleXor(e, 1u), subgroupShuffleXor(o, 1u));
-}
-
-// 64 values with one scale (matmul_tiled_x8.wgsl under X64): this lane's 8 values of each 32-value half
-// (a0, b0: values 0-31 of the group, a1, b1: 32-63); words of each half as x8_group gives them.
-struct X8Group64 { w0: vec4<u32>, w1: vec4<u32>, sx: f32, sum: f32 }
-
-fn x8_group64(a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>) -> X8Group64 {
-  let ms = x8_max_sum(max(max(abs(a0), abs(b0)), max(abs(a1), abs(b1))), (a0 + b0) + (a1 + b1));
-  let inv = x8_inv(ms.x);
-  return X8Group64(x8_words(a0, b0, inv), x8_words(a1, b1, inv), ms.x / 127.0, ms.y);
 }

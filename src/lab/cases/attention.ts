@@ -5,7 +5,8 @@
  * @module
  */
 import { ShapeError } from "../../errors.ts";
-import { attentionDecode, attentionPrefill, decodeSplit, setPrefillAttentionTuning } from "../../ops/attention.ts";
+import { TUNED } from "../../gpu/profile.ts";
+import { attentionDecode, attentionPrefill } from "../../ops/attention.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
@@ -39,7 +40,15 @@ export interface AttentionInputs extends CaseInputs {
   pool: Pool;
   out0: Float64Array;
   /** Decode with `rope`: q is computed in the kernel from this raw QKV projection (src/lab/ref/rope.ts). */
-  rope?: { qkv: Float64Array; invFreq: Float64Array; qn?: Float64Array; kn?: Float64Array; rot: number; eps: number; mscale: number };
+  rope?: {
+    qkv: Float64Array;
+    invFreq: Float64Array;
+    qn?: Float64Array;
+    kn?: Float64Array;
+    rot: number;
+    eps: number;
+    mscale: number;
+  };
 }
 
 /**
@@ -117,7 +126,12 @@ function qk8Queries(q: Float64Array, scale: number): Float64Array {
 function reference(i: AttentionInputs, qkv = roped(i), absOut?: Float64Array): Float64Array {
   const { nq } = i;
   const pool = { ...i.pool, kv: qkv.kv };
-  const r = { ...i, q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q, absOut, qkF16: !!i.shape.hqk && !i.pool.q8 && i.act === "f16" };
+  const r = {
+    ...i,
+    q: i.shape.qk8 ? qk8Queries(qkv.q, i.scale) : qkv.q,
+    absOut,
+    qkF16: !!i.shape.hqk && !i.pool.q8 && i.act === "f16",
+  };
   const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
@@ -134,7 +148,7 @@ function reference(i: AttentionInputs, qkv = roped(i), absOut?: Float64Array): F
 }
 
 /**
- * Prefill on f16 sums P·V in f16 over each eight keys (HPV; q8: its V tile rounded to f16) before the f32
+ * Prefill on f16 sums P·V in f16 over each eight keys (F16_PV; q8: its V tile rounded to f16) before the f32
  * state: each partial Σ p_k·v_k carries the rounding of the f16 weights (and q8's values) and of eight f16
  * fused multiply-adds, each within 2^-11 of a partial sum, so to first order |error| ≤ 10·2^-11·Σ p_k|v_k|,
  * and over the whole row, after the division by the weights' sum, 10·2^-11 times the output's softmax-weighted
@@ -157,8 +171,36 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   summary: "decode attention over the paged cache, split along keys (256 per split) then combined; " +
     "rope 1: RoPE, Q/K norm and the new K/V write fused in (the engine's decode path)",
   // Qwen3-4B: 32 q / 8 kv heads, head_dim 128, q/k norm, theta 1e6; four sequences, the longest 4096 tokens.
-  defaults: { D: 4, nq: 32, nkv: 8, hd: 128, ps: 16, len: 4096, row0: 0, rope: 1, qknorm: 1, rot: 128, mscale: 1, theta: 1e6, kv8: 0 },
-  small: { D: 3, nq: 4, nkv: 4, hd: 64, ps: 16, len: 301, row0: 0, rope: 0, qknorm: 1, rot: 40, mscale: 1.13, theta: 10000, kv8: 0 },
+  defaults: {
+    D: 4,
+    nq: 32,
+    nkv: 8,
+    hd: 128,
+    ps: 16,
+    len: 4096,
+    row0: 0,
+    rope: 1,
+    qknorm: 1,
+    rot: 128,
+    mscale: 1,
+    theta: 1e6,
+    kv8: 0,
+  },
+  small: {
+    D: 3,
+    nq: 4,
+    nkv: 4,
+    hd: 64,
+    ps: 16,
+    len: 301,
+    row0: 0,
+    rope: 0,
+    qknorm: 1,
+    rot: 40,
+    mscale: 1.13,
+    theta: 10000,
+    kv8: 0,
+  },
   keys: {
     D: "decode rows (one sequence each)",
     ...HEAD_KEYS,
@@ -214,7 +256,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const { pool } = i;
     const R = i.rows.length;
     const maxLen = Math.max(...i.which.map((r) => i.rows[r].pos + 1));
-    const maxSplit = Math.ceil(maxLen / decodeSplit());
+    const maxSplit = Math.ceil(maxLen / gpu.profile.decodeAttention.keysPerSplit);
     const out = set.upload("out", Float32Array.from(i.out0));
     const kv = uploadKv(set, pool, i.act, !!i.rope);
     const rp = i.rope;
@@ -234,7 +276,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
           },
         }
         : {}),
-      // With rope: the queries of rows longer than `ropeMaxKv`, written by rope.wgsl first.
+      // With rope: the queries of rows longer than `fusedRopeMaxKeys`, written by rope.wgsl first.
       q: set.upload("q", encodeAct(i.q, i.act), { mutable: true }),
       pages: set.upload("pages", pool.pages),
       ...kv,
@@ -255,7 +297,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       set,
       ctx,
       // As the scheduler gives them: the longest row, and the shortest (the short-row variant is skipped
-      // when every row is longer than `ropeMaxKv`).
+      // when every row is longer than `fusedRopeMaxKeys`).
       { maxKvLen: maxLen, minKvLen: Math.min(...i.which.map((r) => i.rows[r].pos + 1)) },
       async () => ({
         out: await readF32(gpu, out, i.out0.length),
@@ -276,7 +318,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     const { nq, nkv, hd } = heads(shape);
     const D = Number(shape.D), len = Number(shape.len);
     const keys = len + (D - 1) * (len + 1) / 2;
-    const splits = D * Math.ceil(len / decodeSplit());
+    const splits = D * Math.ceil(len / TUNED.decodeAttention.keysPerSplit);
     return {
       bytes: keys * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + D * nq * hd * (actBytesOf(act) + 4) +
         2 * splits * nq * (hd + 2) * 4,
@@ -286,7 +328,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
 };
 
 export const attentionPrefillCase: KernelCase<AttentionInputs> = {
-  files: ["attention_prefill.wgsl"],
+  files: ["attention_prefill.wgsl", "attention_prefill_quad.wgsl"],
   summary: "causal attention for a prefill segment (flash attention over the paged cache)",
   // Qwen3-4B, the second 512-token chunk of a prompt.
   defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0, hqk: 0, qspread: 0 },
@@ -297,8 +339,10 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     ...HEAD_KEYS,
     row0: "step rows before the segment (decode rows of another sequence)",
     qk8: "(kv8, head dim a multiple of 32) 1: q·k on integer dot products, q quantized per 32 values",
-    hqk: "(f16 cache, quad kernel) 1: q·k on f16 fused multiply-adds (the engine's default); the reference sums the scores alike",
-    qspread: "1: query head h scaled by 2^(h mod 5 − 2), so a kernel that shared a quantization scale between heads would show",
+    hqk:
+      "(f16 cache, quad kernel) 1: q·k on f16 fused multiply-adds (the engine's default); the reference sums the scores alike",
+    qspread:
+      "1: query head h scaled by 2^(h mod 5 − 2), so a kernel that shared a quantization scale between heads would show",
   },
   make(shape, rng, env) {
     const { nq, nkv, hd } = heads(shape);
@@ -332,12 +376,16 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
     };
   },
   async bind(gpu, i) {
-    const set = new BufferSet(gpu);
     const { pool } = i;
+    if (i.shape.qk8 && !(i.pool.q8 && pool.hd % 32 === 0)) {
+      throw new ShapeError("attention: qk8 needs kv8 and a head dim that is a multiple of 32");
+    }
+    // The shape, not the profile, picks the numerics the reference mirrors: q·k on q's int8 codes, in f16.
+    const set = new BufferSet(
+      gpu.withProfile({ prefillAttention: { int8QK: !!i.shape.qk8, f16QK: !!i.shape.hqk } }),
+    );
     const out = set.upload("out", Float32Array.from(i.out0));
     const ctx = set.context();
-    if (i.shape.qk8 && !(i.pool.q8 && pool.hd % 32 === 0)) throw new ShapeError("attention: qk8 needs kv8 and a head dim that is a multiple of 32");
-    const prev = setPrefillAttentionTuning({ qk8: !!i.shape.qk8, hqk: !!i.shape.hqk });
     await attentionPrefill(ctx, {
       rows: set.upload("rows", encodeRows(i.rows)),
       q: set.upload("q", encodeAct(i.q, i.act)),
@@ -352,7 +400,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       pageSize: pool.ps,
       maxPages: pool.maxPages,
       scale: i.scale,
-    }).finally(() => setPrefillAttentionTuning(prev));
+    });
     const maxLen = i.rows[i.rows.length - 1].pos + 1;
     return seal(
       set,

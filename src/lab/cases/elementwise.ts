@@ -1,10 +1,10 @@
-/** Lab cases of `silu_mul.wgsl` and `add.wgsl` through src/ops/elementwise.ts. @module */
-import { add, siluMul } from "../../ops/elementwise.ts";
+/** Lab case of `silu_mul.wgsl` through src/ops/elementwise.ts. @module */
+import { siluMul } from "../../ops/elementwise.ts";
 import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
-import { addRef, siluMulRef } from "../ref/elementwise.ts";
+import { siluMulRef } from "../ref/elementwise.ts";
 
 export interface SiluMulInputs extends CaseInputs {
   R: number;
@@ -55,42 +55,5 @@ export const siluMulCase: KernelCase<SiluMulInputs> = {
   cost(shape, act) {
     const n = Number(shape.R) * Number(shape.I);
     return { bytes: n * (2 * actBytesOf(act) + 4), flops: 5 * n };
-  },
-};
-
-export interface AddInputs extends CaseInputs {
-  n: number;
-  x: Float64Array;
-  y0: Float64Array;
-}
-
-/** One f32 rounding of the exact sum: |d| ≤ 2^-24·|ref|. */
-const ADD_TOL: Record<string, Tolerance> = { y: { atol: 0, rtol: 2 ** -23 } };
-
-export const addCase: KernelCase<AddInputs> = {
-  files: ["add.wgsl"],
-  summary: "y += x (y the f32 residual stream, x an activation)",
-  defaults: { n: 16 * 2560 },
-  small: { n: 1031 },
-  keys: { n: "elements" },
-  make(shape, rng, env) {
-    const n = int(shape, "n");
-    const x = Float64Array.from({ length: n }, () => roundAct(rng.signed(1), env.act));
-    const y0 = Float64Array.from({ length: n }, () => Math.fround(rng.signed(4)));
-    return { shape, act: env.act, n, x, y0 };
-  },
-  async bind(gpu, i) {
-    const set = new BufferSet(gpu);
-    const x = set.upload("x", encodeAct(i.x, i.act));
-    const y = set.upload("y", Float32Array.from(i.y0), { mutable: true });
-    const ctx = set.context();
-    await add(ctx, { x, y, n: i.n });
-    return seal(set, ctx, { maxKvLen: 1 }, async () => ({ y: await readF32(gpu, y, i.n) }));
-  },
-  check: (got, i) => compareAll(got, { y: addRef(i.y0, i.x) }, ADD_TOL),
-  tolerance: () => ADD_TOL,
-  cost(shape, act) {
-    const n = Number(shape.n);
-    return { bytes: n * (8 + actBytesOf(act)), flops: n };
   },
 };

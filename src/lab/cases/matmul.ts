@@ -6,7 +6,7 @@
 import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
-import { matmul, setMatmulTuning, splitKRows, usesX8, x8Group } from "../../ops/matmul.ts";
+import { matmul, splitKRows, usesInt8X } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -41,9 +41,8 @@ export interface MatmulInputs extends CaseInputs {
   y0: Float64Array;
   /** Columns the reference computes (all when absent). */
   cols?: number[];
-  /** The kernel took int8 x (set when bound: it depends on the device, see `usesX8`), per x8Group values. */
+  /** The kernel took int8 x (set when bound: it depends on the device, see `usesInt8X`). */
   x8?: boolean;
-  x8Group?: number;
 }
 
 /** Reference work (multiply-adds) above which only a sample of columns is checked. */
@@ -64,7 +63,9 @@ export function makeMatmul(
   if (format.kind !== "q" && K % 8 !== 0) {
     throw new ShapeError(`matmul: K=${K} must be a multiple of 8 for 16-bit weights`);
   }
-  if (out === "swiglu" && (mode !== "vec" || format.kind !== "q" || format.bits !== 4 || N % 2 || shape.bias)) {
+  if (
+    out === "swiglu" && (mode !== "vec" || format.kind !== "q" || format.bits !== 4 || N % 2 || shape.bias)
+  ) {
     throw new ShapeError("matmul: out = swiglu needs vector mode, 4-bit weights, an even N and no bias");
   }
   // swiglu writes h = silu(gate)·up: N/2 columns.
@@ -79,10 +80,14 @@ export function makeMatmul(
     maxBinding: env.maxBinding,
   });
   const bias = shape.bias ? Float64Array.from({ length: N }, () => Math.fround(rng.signed(0.5))) : undefined;
-  if (shape.norm && mode !== "vec") throw new ShapeError("matmul: norm = 1 (fused RMSNorm) is a vector-mode option");
+  if (shape.norm && mode !== "vec") {
+    throw new ShapeError("matmul: norm = 1 (fused RMSNorm) is a vector-mode option");
+  }
   // Norm weights around 1 with a real spread; the residual rows get a scale far from 1 so the norm matters.
-  const gamma = shape.norm ? Float64Array.from({ length: K }, () => Math.fround(1 + rng.signed(0.5))) : undefined;
-  if (gamma) for (let i = 0; i < x.length; i++) x[i] = Math.fround(x[i] * 7.5);
+  const gamma = shape.norm
+    ? Float64Array.from({ length: K }, () => Math.fround(1 + rng.signed(0.5)))
+    : undefined;
+  if (gamma) { for (let i = 0; i < x.length; i++) x[i] = Math.fround(x[i] * 7.5); }
   const yAct: ActDtype = out === "act" ? env.act : "f32";
   const y0 = Float64Array.from({ length: rows * ldy }, () => roundAct(rng.signed(1), yAct));
   let cols: number[] | undefined;
@@ -92,7 +97,26 @@ export function makeMatmul(
     while (set.size < Math.min(want, N)) set.add(rng.int(0, N));
     cols = [...set].sort((a, b) => a - b);
   }
-  return { shape, act: env.act, mode, M, N, K, row0, ldy, nOff, out, format, x, shards, bias, gamma, eps: 1e-6, y0, cols };
+  return {
+    shape,
+    act: env.act,
+    mode,
+    M,
+    N,
+    K,
+    row0,
+    ldy,
+    nOff,
+    out,
+    format,
+    x,
+    shards,
+    bias,
+    gamma,
+    eps: 1e-6,
+    y0,
+    cols,
+  };
 }
 
 /**
@@ -104,33 +128,45 @@ export async function bindMatmul(
   i: MatmulInputs,
   parts?: { M: number; row0: number }[],
 ): Promise<Bound> {
-  const set = new BufferSet(gpu);
+  // x8 = 1 takes int8 x for 4-bit weights at any size (the engine only from int8MinWeights weights up, so the
+  // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernels. Both stay tested. splitk > 0 sets
+  // the K-splits of narrow int8-x tiled matmuls (0: the profile's).
+  const x8 = i.shape.x8 !== 0;
+  const sk = Number(i.shape.splitk ?? 0);
+  const g = gpu.withProfile({
+    matmul: {
+      int8MinWeights: 0,
+      vectorInt8: { enabled: x8 },
+      tiled: { int8: x8, ...(sk > 0 ? { splitK: sk } : {}) },
+    },
+  });
+  const set = new BufferSet(g);
   const yAct: ActDtype = i.out === "act" ? i.act : "f32";
   const x = set.upload("x", Float32Array.from(i.x));
   const w = uploadLinear(set, "w", i.format, i.N, i.K, i.shards, i.bias);
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
-  // x8 = 1 takes int8 x for 4-bit weights at any size (the engine only from x8.minWeights weights up, so the
-  // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernels. Both stay tested.
-  const x8 = i.shape.x8 !== 0;
-  // splitk > 0 sets the K-splits of narrow int8-x tiled matmuls (0: the engine's default); the scratch is
-  // sized for all of the case's rows by the engine's rule (splitKRows), NaN-filled so an unwritten partial
-  // that were read would show.
-  const sk = Number(i.shape.splitk ?? 0);
-  const x64 = i.shape.x64 === 1 ? { x64: true } : {};
-  const prev = setMatmulTuning({ x8: { on: x8, minWeights: 0 }, tiled: { x8, ...(sk > 0 ? { splitK: sk } : {}), ...x64 } });
-  try {
-    i.x8 = usesX8(gpu.info, { format: i.format, K: i.K, N: i.N }, i.mode);
-    i.x8Group = x8Group({ format: i.format, K: i.K }, i.mode);
-    const rows = i.row0 + i.M;
-    const kRows = i.mode === "tiled" ? splitKRows(rows) : 0;
-    const splitK = kRows ? { buffer: set.scratch("splitk", kRows * i.N * 4), rows } : undefined;
-    for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
-      await matmul(ctx, { x, w, y, M: p.M, out: i.out, mode: i.mode, row0: p.row0, ldy: i.ldy, nOff: i.nOff, norm, splitK });
-    }
-  } finally {
-    setMatmulTuning(prev);
+  i.x8 = usesInt8X(g, { format: i.format, K: i.K, N: i.N }, i.mode);
+  // The split-K scratch is sized for all of the case's rows by the engine's rule (splitKRows), NaN-filled so
+  // an unwritten partial that were read would show.
+  const rows = i.row0 + i.M;
+  const kRows = i.mode === "tiled" ? splitKRows(g.profile, rows) : 0;
+  const splitK = kRows ? { buffer: set.scratch("splitk", kRows * i.N * 4), rows } : undefined;
+  for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
+    await matmul(ctx, {
+      x,
+      w,
+      y,
+      M: p.M,
+      out: i.out,
+      mode: i.mode,
+      row0: p.row0,
+      ldy: i.ldy,
+      nOff: i.nOff,
+      norm,
+      splitK,
+    });
   }
   const n = i.y0.length;
   return seal(set, ctx, { maxKvLen: 1 }, async () => ({
@@ -150,7 +186,19 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
 }
 
 /** The format and epilogue switches both shapes start from (4-bit g64 with bf16 scales, plain output). */
-const SWITCHES = { norm: 0, w: "q4g64", scale: "bf16", out: "act", bias: 0, shards: 1, row0: 0, noff: 0, pad: 0, x8: 1, splitk: 0, x64: 0 };
+const SWITCHES = {
+  norm: 0,
+  w: "q4g64",
+  scale: "bf16",
+  out: "act",
+  bias: 0,
+  shards: 1,
+  row0: 0,
+  noff: 0,
+  pad: 0,
+  x8: 1,
+  splitk: 0,
+};
 
 const KEYS = {
   M: "rows (decode rows for vec, a prefill chunk for tiled)",
@@ -158,7 +206,8 @@ const KEYS = {
   K: "reduction length",
   w: "weight format: q<bits>g<group> (bits 2,3,4,5,6,8; group 32,64,128), f16 or bf16",
   scale: "scale/bias dtype of quantized weights: f16 or bf16",
-  out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add), swiglu (W = [gate|up], y f32 = silu(gate)·up; vec, 4-bit)",
+  out:
+    "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add), swiglu (W = [gate|up], y f32 = silu(gate)·up; vec, 4-bit)",
   bias: "1: add a real bias (Qwen2 q/k/v)",
   shards: "minimum row shards of W (more when a shard would pass the binding limit)",
   norm: "1: RMS-normalise each x row (· a random weight) inside the kernel (vector mode; decode rows)",
@@ -166,8 +215,8 @@ const KEYS = {
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
-  splitk: "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the engine's default)",
-  x64: "1: int8-x tiled matmuls quantize x per 64 values (X64; K and the weight groups multiples of 64)",
+  splitk:
+    "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the profile's)",
 };
 
 /**
@@ -181,7 +230,9 @@ function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): 
   // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560; split-K: down_proj, N = 2560, K = 9728.
   const [N, K] = splitk ? [2560, 9728] : [19456, 2560];
   return {
-    files: [mode === "vec" ? "matmul_vec.wgsl" : { "": "matmul_tiled.wgsl", x8: "matmul_tiled_x8.wgsl", splitk: "matmul_splitk.wgsl" }[variant]],
+    files: mode === "vec"
+      ? ["matmul_vec.wgsl", "matmul_vec_q4.wgsl", "matmul_vec_q4x8.wgsl"]
+      : [{ "": "matmul_tiled.wgsl", x8: "matmul_tiled_x8.wgsl", splitk: "matmul_splitk.wgsl" }[variant]],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
       : variant === "x8"
@@ -215,10 +266,21 @@ function reference(i: MatmulInputs): Float64Array {
   const x = normedRows(i);
   if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });
   const rows = i.row0 + i.M;
-  const full = matmulRef({ ...i, x, out: "f32", ldy: i.N, nOff: 0, y0: new Float64Array(rows * i.N), cols: undefined, x8: i.x8 });
+  const full = matmulRef({
+    ...i,
+    x,
+    out: "f32",
+    ldy: i.N,
+    nOff: 0,
+    y0: new Float64Array(rows * i.N),
+    cols: undefined,
+    x8: i.x8,
+  });
   const h = siluMulRef(full.subarray(i.row0 * i.N), i.M, i.N / 2);
   const y = Float64Array.from(i.y0);
-  for (let m = 0; m < i.M; m++) y.set(h.subarray(m * i.N / 2, (m + 1) * i.N / 2), (i.row0 + m) * i.ldy + i.nOff);
+  for (let m = 0; m < i.M; m++) {
+    y.set(h.subarray(m * i.N / 2, (m + 1) * i.N / 2), (i.row0 + m) * i.ldy + i.nOff);
+  }
   return y;
 }
 

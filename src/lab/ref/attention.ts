@@ -24,14 +24,14 @@ export interface AttentionRef extends PagedKv {
   /** If given, (R, nq·hd): each computed output's softmax-weighted mean of |v| (a rounding bound's scale). */
   absOut?: Float64Array;
   /**
-   * Scores as prefill's HQK computes them (lib/prefill_quad.wgsl): q·scale rounded to f16, each 8 dims of
-   * q·k one chain of f16 fused multiply-adds in dim order (each exact here, then rounded to f16), the chains
-   * summed (f32 there: its rounding is left out).
+   * Scores as prefill's F16_QK computes them (attention_prefill_quad.wgsl): q·scale rounded to f16, each 8
+   * dims of q·k one chain of f16 fused multiply-adds in dim order (each exact here, then rounded to f16), the
+   * chains summed (f32 there: its rounding is left out).
    */
   qkF16?: boolean;
 }
 
-/** q·k as HQK sums it: chains of eight f16 fused multiply-adds over q16 (q·scale rounded to f16). */
+/** q·k as F16_QK sums it: chains of eight f16 fused multiply-adds over q16 (q·scale rounded to f16). */
 function dotF16(q16: Float64Array, k: Float64Array, kb: number): number {
   let s = 0;
   for (let c = 0; c < q16.length; c += 8) {
@@ -54,8 +54,10 @@ export function attentionRef(a: AttentionRef): Float64Array {
       const h = Math.floor(qh / G);
       const qb = (r * nq + qh) * hd;
       let mx = -Infinity;
-      // HQK's q·scale in f16, once per vector.
-      const q16 = a.qkF16 ? a.q.slice(qb, qb + hd).map((x) => roundHalf(Math.fround(x * a.scale), "f16")) : null;
+      // F16_QK's q·scale in f16, once per vector.
+      const q16 = a.qkF16
+        ? a.q.slice(qb, qb + hd).map((x) => roundHalf(Math.fround(x * a.scale), "f16"))
+        : null;
       for (let j = 0; j < len; j++) {
         const kb = kvOffset(a, row.slot, j, 0, h);
         if (q16) s[j] = dotF16(q16, a.kv, kb);
@@ -73,10 +75,10 @@ export function attentionRef(a: AttentionRef): Float64Array {
       for (let j = 0; j < len; j++) {
         const vb = kvOffset(a, row.slot, j, 1, h);
         for (let d = 0; d < hd; d++) o[d] += s[j] * a.kv[vb + d];
-        if (oa) for (let d = 0; d < hd; d++) oa[d] += s[j] * Math.abs(a.kv[vb + d]);
+        if (oa) { for (let d = 0; d < hd; d++) oa[d] += s[j] * Math.abs(a.kv[vb + d]); }
       }
       for (let d = 0; d < hd; d++) out[qb + d] = o[d] / l;
-      if (oa) for (let d = 0; d < hd; d++) a.absOut![qb + d] = oa[d] / l;
+      if (oa) { for (let d = 0; d < hd; d++) a.absOut![qb + d] = oa[d] / l; }
     }
   }
   return out;

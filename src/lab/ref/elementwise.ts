@@ -1,4 +1,4 @@
-/** Float64 references of silu_mul.wgsl and add.wgsl. @module */
+/** Float64 reference of silu_mul.wgsl. @module */
 
 /** h[r, i] = silu(gu[r, i]) · gu[r, I + i], silu(g) = g / (1 + e^−g). */
 export function siluMulRef(gu: Float64Array, R: number, I: number): Float64Array {
@@ -10,9 +10,4 @@ export function siluMulRef(gu: Float64Array, R: number, I: number): Float64Array
     }
   }
   return h;
-}
-
-/** y + x, element-wise (y the f32 residual, x an activation). */
-export function addRef(y: Float64Array, x: Float64Array): Float64Array {
-  return y.map((v, i) => v + x[i]);
 }

@@ -38,12 +38,6 @@ export function roundAct(v: number, act: ActDtype): number {
   return act === "f16" ? roundHalf(v, "f16") : Math.fround(v);
 }
 
-/** Rounds every value in place to the activation dtype; returns the array. */
-export function roundActArray(a: Float64Array, act: ActDtype): Float64Array {
-  for (let i = 0; i < a.length; i++) a[i] = roundAct(a[i], act);
-  return a;
-}
-
 /** Values (already representable, or rounded here) packed two per u32, padded to whole words. */
 export function packHalves(values: ArrayLike<number>, kind: Half): Uint32Array {
   const out = new Uint32Array(Math.ceil(values.length / 2));

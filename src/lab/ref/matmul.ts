@@ -28,8 +28,6 @@ export interface MatmulRef {
   cols?: number[];
   /** x is quantized to int8 per 32 values as lib/x8.wgsl does (4-bit weights, int8-x kernels). */
   x8?: boolean;
-  /** Values per x scale under x8 (default 32; 64: matmul_tiled_x8.wgsl under X64). */
-  x8Group?: number;
 }
 
 /** Round half to even (WGSL `round`). */
@@ -39,7 +37,7 @@ function roundEven(v: number): number {
 }
 
 /**
- * x as lib/x8.wgsl quantizes it: per g values (32; 64 under X64) sx = max|x| / 127 and q = round(x · 127 / max)
+ * x as lib/x8.wgsl quantizes it: per g values (32) sx = max|x| / 127 and q = round(x · 127 / max)
  * in ±127. Returns x̃ = sx·q and, per g values, Σx − Σx̃: the kernel adds bias·Σx (exact sums), so a weight
  * w = s·q_w + b contributes s·Σ q_w·x̃ + b·Σx = Σ w·x̃ + b·(Σx − Σx̃).
  */
@@ -69,8 +67,13 @@ export function matmulRef(a: MatmulRef): Float64Array {
     }
   }
   const brow = new Float64Array(a.K);
-  const g = a.x8Group ?? 32;
-  const q8 = a.x8 ? Array.from({ length: a.M }, (_, m) => quantizeX8(a.x.subarray((a.row0 + m) * a.K, (a.row0 + m + 1) * a.K), g)) : [];
+  const g = 32;
+  const q8 = a.x8
+    ? Array.from(
+      { length: a.M },
+      (_, m) => quantizeX8(a.x.subarray((a.row0 + m) * a.K, (a.row0 + m + 1) * a.K), g),
+    )
+    : [];
   for (const n of cols) {
     const shard = a.shards.find((s) => n >= s.n0 && n < s.n0 + s.n)!;
     dequantRow(a.format, shard.packed, n - shard.n0, a.K, wrow);

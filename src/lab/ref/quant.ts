@@ -56,7 +56,13 @@ export function dequantRow(
 }
 
 /** The bias of each value's group in row r of a quantized weight (the `b` of w = s·q + b). */
-export function groupBiasRow(f: WeightFormat, p: PackedWeights, r: number, K: number, out = new Float64Array(K)): Float64Array {
+export function groupBiasRow(
+  f: WeightFormat,
+  p: PackedWeights,
+  r: number,
+  K: number,
+  out = new Float64Array(K),
+): Float64Array {
   if (f.kind !== "q") throw new RangeError("groupBiasRow: not a quantized format");
   const gpr = K / f.groupSize;
   for (let k = 0; k < K; k++) out[k] = halfAt(p.biases!, r * gpr + Math.floor(k / f.groupSize), halfKind(f));
@@ -81,9 +87,4 @@ export function parseFormat(s: string, scale: Half = "bf16"): WeightFormat {
   const m = /^q([0-9])g([0-9]+)$/.exec(s);
   if (!m) throw new Error(`weight format "${s}": expected q<bits>g<group> (e.g. q4g64), f16 or bf16`);
   return { kind: "q", bits: Number(m[1]), groupSize: Number(m[2]), scaleF16: scale === "f16" };
-}
-
-/** Inverse of parseFormat. */
-export function formatName(f: WeightFormat): string {
-  return f.kind === "q" ? `q${f.bits}g${f.groupSize}` : f.kind;
 }
