@@ -1,15 +1,17 @@
 /**
  * `deno task bench` (or `deno run -A bench/bench.ts`): per model, load time, first-run compilation, prefill
  * (TTFT) for several prompt lengths, decode tok/s at several depths, peak GPU memory, and per kernel family
- * GB/s and GFLOP/s against ceilings probed in the same run; optionally the PyTorch baseline of the same shape.
- * Prints a Markdown table; writes JSON, the table and an SVG chart to --out.
+ * GB/s and GFLOP/s against ceilings probed in the same run; optionally the PyTorch baseline of the same
+ * shape. Prints a Markdown table; writes JSON, the table and an SVG chart to --out.
  *
  *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
- *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1 [--full-warmup]
+ *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
+ *     [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
  *   --max-batch N (engine sized as the server's, 8: a lone prompt takes the solo chunk; default 1)
- *   --profile JSON            kernel profile changes (src/gpu/profile.ts), e.g. '{"decodeAttention":{"keysPerSplit":128}}'
+ *   --profile JSON            kernel profile changes (src/gpu/profile.ts),
+ *                             e.g. '{"decodeAttention":{"keysPerSplit":128}}'
  *   --baseline torch [--python python3] [--baseline-args "--cache dynamic"]
  *   --skip probes,kernels     --target-ms N (GPU time per kernel sample, default 100)
  *   --out DIR (default bench/results/)  --name LABEL  --json FILE  --quick (tiny sizes, for software GPUs)
@@ -157,7 +159,8 @@ export async function main(argv: string[]): Promise<number> {
   let ceil: BenchCeilings | null = null;
   try {
     if (!skip.has("probes")) {
-      // The kernel lab's probes (src/lab/probes.ts), on a device of their own so the engine's ledger is clean.
+      // The kernel lab's probes (src/lab/probes.ts), on a device of their own so the engine's ledger is
+      // clean.
       log(`[bench] probes on ${info.adapter}`);
       const lab = await measureCeilings(probeGpu);
       ceil = {

@@ -1,7 +1,8 @@
 /**
  * Aggregate decode throughput with 1, 4, 8 concurrent streams through the real scheduler (continuous
  * batching), and whether each stream's greedy ids equal its solo run (batch invariance on this GPU).
- *   deno run -A bench/concurrency.ts [--synthetic NAME | --model DIR] [--streams 1,4,8] [--tokens 128] [--json F]
+ *   deno run -A bench/concurrency.ts [--synthetic NAME | --model DIR] [--streams 1,4,8] [--tokens 128]
+ *     [--json F]
  * EOS is switched off so every stream makes its full token count.
  * @module
  */

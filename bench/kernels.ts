@@ -31,13 +31,18 @@ export interface KernelFigure {
   bound: "bandwidth" | "compute";
   /** Compute-bound on integer dot products (int8-x prefill matmuls): compared with the int8 matmul probe. */
   int8?: boolean;
-  /** GBs ÷ read ceiling (bandwidth-bound) or GFLOPs ÷ matmul ceiling (compute-bound; int8 ones: GOP/s ÷ int8 ceiling). */
+  /**
+   * GBs ÷ read ceiling (bandwidth-bound) or GFLOPs ÷ matmul ceiling (compute-bound; int8 ones: GOP/s ÷ int8
+   * ceiling).
+   */
   ofCeiling: number;
 }
 
 type ActName = "xn" | "qkv" | "attn" | "gu" | "h" | "x";
 
-/** The linears of a decoder layer with the activation buffers a step reads and writes (also bench/gemm_ab.ts). */
+/**
+ * The linears of a decoder layer with the activation buffers a step reads and writes (also bench/gemm_ab.ts).
+ */
 export const LINEARS: {
   name: string;
   get: (l: DecoderWeights["layers"][number]) => LinearGroup;

@@ -80,7 +80,10 @@ export interface E2EOptions {
   runs: number;
   warmup: number;
   stepsPerSubmit?: number;
-  /** Scheduler option: a prefill on an idle GPU submits its first layers before encoding the rest (default on). */
+  /**
+   * Scheduler option: a prefill on an idle GPU submits its first layers before encoding the rest (default
+   * on).
+   */
   headStart?: boolean;
   seed: number;
   /** Warm-up runs repeat the measured requests; by default they are cut to the same step layouts. */
@@ -100,7 +103,9 @@ export interface E2EResult {
   decode: { depth: number; tokens: number; tps: Figure }[];
   /** Prefill rate of the last chunks of a long prompt: positions [from, to) at depth ≈ `depth`. */
   prefillAtDepth: { depth: number; from: number; to: number; tps: Figure }[];
-  /** TTFT of the warm-up requests (first plan builds of chunk layouts land here), by measured prompt length. */
+  /**
+   * TTFT of the warm-up requests (first plan builds of chunk layouts land here), by measured prompt length.
+   */
   warmupTtftMs: Record<number, number[]>;
   stepsPerSubmit: number;
   prefillChunk: number;

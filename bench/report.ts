@@ -121,8 +121,9 @@ export function markdown(r: BenchResult): string {
         gib(m.cost.linearBytes)
       } of weights read per token at depth 0)`,
       "",
-      `hidden ${m.dims.hidden}, ${m.dims.layers} layers, ${m.dims.nq}/${m.dims.nkv} heads × ${m.dims.hd}, MLP ${m.dims.intermediate}, ` +
-        `vocab ${m.dims.vocab}; context window ${m.contextWindow}; batch 1; prefill chunk ${m.e2e.prefillChunk}, ` +
+      `hidden ${m.dims.hidden}, ${m.dims.layers} layers, ${m.dims.nq}/${m.dims.nkv} heads × ${m.dims.hd}, ` +
+        `MLP ${m.dims.intermediate}, vocab ${m.dims.vocab}; context window ${m.contextWindow}; batch 1; ` +
+        `prefill chunk ${m.e2e.prefillChunk}, ` +
         `${m.e2e.stepsPerSubmit} decode steps per submit.` + (b?.error
           ? ` PyTorch baseline: **not run** (${b.error}).`
           : b
@@ -192,7 +193,8 @@ export function markdown(r: BenchResult): string {
       "",
     );
     if (m.kernels.length) {
-      // What the measured kernels alone allow: the rest of a decode step's time is other kernels and the loop.
+      // What the measured kernels alone allow: the rest of a decode step's time is other kernels and the
+      // loop.
       const gemv = m.kernels.filter((k) => k.family === "matmul_vec")
         .reduce((a, k) => a + k.us * (k.what.startsWith("lm_head") ? 1 : m.dims.layers), 0);
       for (const d of m.e2e.decode) {
@@ -222,10 +224,11 @@ export function markdown(r: BenchResult): string {
     }
   }
   out.push(
-    "Roofline: decode = read ceiling ÷ (weight bytes + KV bytes at that depth) per token; prefill = matmul ceiling ÷ " +
-      "(2·weights + attention FLOPs) per token. The llama.cpp column and targets are the issue's H200 bar for the " +
-      "reference shape (qwen3-4b, MLX 4-bit g64); prefill-at-depth is compared with llama.cpp's pp512 at depth d " +
-      "on the chunk window that holds position d.",
+    "Roofline: decode = read ceiling ÷ (weight bytes + KV bytes at that depth) per token; " +
+      "prefill = matmul ceiling ÷ (2·weights + attention FLOPs) per token. " +
+      "The llama.cpp column and targets are the issue's H200 bar for the " +
+      "reference shape (qwen3-4b, MLX 4-bit g64); prefill-at-depth is compared with llama.cpp's pp512 " +
+      "at depth d on the chunk window that holds position d.",
   );
   return out.join("\n") + "\n";
 }
@@ -365,7 +368,8 @@ export function svgChart(r: BenchResult): string {
     });
     el.push(`<line x1="${ox}" y1="${oy + 20 + h}" x2="${ox + w}" y2="${oy + 20 + h}" stroke="#444"/>`);
   });
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif">\n` +
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ` +
+    `font-family="sans-serif">\n` +
     `<rect width="100%" height="100%" fill="white"/>\n${el.join("\n")}\n</svg>\n`;
 }
 

@@ -18,7 +18,10 @@ export interface ModelCost {
   /** Of those, the LM head (computed once per prompt, every step in decode). */
   headParams: number;
   headBytes: number;
-  /** Parameters of the body's linears that prefill runs on int8 x (matmul_tiled_x8.wgsl: integer dot products). */
+  /**
+   * Parameters of the body's linears that prefill runs on int8 x (matmul_tiled_x8.wgsl: integer dot
+   * products).
+   */
   x8Params: number;
   /** KV bytes per token of context (all layers, K and V). */
   kvBytesPerToken: number;
@@ -88,7 +91,9 @@ export function decodeBytes(c: ModelCost, depth: number): number {
   return c.linearBytes + c.kvBytesPerToken * depth;
 }
 
-/** Average FLOPs per token of a prefill of `n` tokens starting at position `p0` (one LM-head row per prompt). */
+/**
+ * Average FLOPs per token of a prefill of `n` tokens starting at position `p0` (one LM-head row per prompt).
+ */
 export function prefillFlops(c: ModelCost, n: number, p0 = 0): number {
   const body = 2 * (c.linearParams - c.headParams);
   const head = (2 * c.headParams) / n;

@@ -41,7 +41,8 @@ export class GpuTimer {
     this.samples = opts.samples ?? 3;
     this.maxReps = opts.maxReps ?? 4096;
     const d = gpu.device;
-    // Scratch of the benchmark, not of the engine: made outside the memory ledger so the peak stays the engine's.
+    // Scratch of the benchmark, not of the engine: made outside the memory ledger so the peak stays the
+    // engine's.
     if (gpu.info.timestamps && !opts.wall) {
       this.#query = d.createQuerySet({ type: "timestamp", count: 2 });
       this.#resolve = d.createBuffer({
@@ -100,7 +101,9 @@ export class GpuTimer {
     return { ms: median(samples), reps, samples, method: this.method };
   }
 
-  /** Milliseconds for `reps` executions: GPU time of the pass (with timestamps) and wall time to completion. */
+  /**
+   * Milliseconds for `reps` executions: GPU time of the pass (with timestamps) and wall time to completion.
+   */
   async #run(
     list: readonly Dispatch[],
     step: StepShape,

@@ -86,11 +86,21 @@ const KEYWORDS = new Set(
     .split(" "),
 );
 
-/** Comments, strings, numbers and keywords as spans; everything else as text. Language-agnostic on purpose. */
+/**
+ * Comments, strings, numbers and keywords as spans; everything else as text. Language-agnostic on purpose.
+ */
 function highlight(code: string): Node[] {
   const out: Node[] = [];
-  const re =
-    /(#[^\n]*|\/\/[^\n]*|\/\*[\s\S]*?\*\/)|("""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|\b(\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?)\b|\b([A-Za-z_]\w*)\b/g;
+  // Alternatives: comments, strings, numbers, words.
+  const re = new RegExp(
+    [
+      /(#[^\n]*|\/\/[^\n]*|\/\*[\s\S]*?\*\/)/.source,
+      /("""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)/.source,
+      /\b(\d[\d_]*(?:\.\d+)?(?:e[+-]?\d+)?)\b/.source,
+      /\b([A-Za-z_]\w*)\b/.source,
+    ].join("|"),
+    "g",
+  );
   let last = 0;
   for (const m of code.matchAll(re)) {
     const cls = m[1] ? "c" : m[2] ? "s" : m[3] ? "n" : KEYWORDS.has(m[4]) ? "k" : null;

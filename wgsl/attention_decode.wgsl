@@ -94,7 +94,8 @@ fn kv8(e: u32) -> Kv8 {
   return Kv8(kv8_unpack(w.x, sc), kv8_unpack(w.y, sc));
 #elif F16
   let v = kv[e / 8u];
-  return Kv8(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+  return Kv8(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)),
+             vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
 #else
   return Kv8(kv[e / 4u], kv[e / 4u + 1u]);
 #endif
@@ -123,8 +124,10 @@ fn merge(x: St, y: St) -> St {
   let c1 = exp(x.m - mn);
   let c2 = exp(y.m - mn);
   return St(mn, x.l * c1 + y.l * c2,
-            x.a0 * c1.x + y.a0 * c2.x, x.b0 * c1.x + y.b0 * c2.x, x.a1 * c1.y + y.a1 * c2.y, x.b1 * c1.y + y.b1 * c2.y,
-            x.a2 * c1.z + y.a2 * c2.z, x.b2 * c1.z + y.b2 * c2.z, x.a3 * c1.w + y.a3 * c2.w, x.b3 * c1.w + y.b3 * c2.w);
+            x.a0 * c1.x + y.a0 * c2.x, x.b0 * c1.x + y.b0 * c2.x,
+            x.a1 * c1.y + y.a1 * c2.y, x.b1 * c1.y + y.b1 * c2.y,
+            x.a2 * c1.z + y.a2 * c2.z, x.b2 * c1.z + y.b2 * c2.z,
+            x.a3 * c1.w + y.a3 * c2.w, x.b3 * c1.w + y.b3 * c2.w);
 }
 
 #ifdef LANE_SUBGROUP
@@ -160,7 +163,8 @@ fn take(slot: u32, lane: u32) -> St {
 #endif
 #include "lib/decode_split.wgsl"
 
-fn emit(r: u32, s: u32, qh: u32, d0: u32, len: u32, m: f32, l: f32, a: vec4<f32>, b: vec4<f32>, write_ml: bool) {
+fn emit(r: u32, s: u32, qh: u32, d0: u32, len: u32, m: f32, l: f32, a: vec4<f32>, b: vec4<f32>,
+        write_ml: bool) {
   if (len <= split_of(len)) {
     let ob = (r * params.nq + qh) * HD + d0;
     for (var c = 0u; c < 4u; c++) {
@@ -200,8 +204,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let d0 = lane * 8u;
 
 
-  var st = St(vec4<f32>(-3.0e38), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
-              vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+  var st = St(vec4<f32>(-3.0e38), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+              vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
   let p0 = j0 / ps;
   let np = (j0 + nj - 1u) / ps - p0 + 1u;
   for (var i = lid; i < np; i += WG) { sm_pages[i] = pages[prow + p0 + i]; }
@@ -235,7 +239,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     vnb = kv8(kbb + pvoff);
   }
 #endif
-  prepare(r, h, g0, grp, lane, lid, pos, own_k, sm_pages[min(pos / ps - p0, 63u)] * pstride + hoff + (pos % ps) * HD, pvoff);
+  prepare(r, h, g0, grp, lane, lid, pos, own_k,
+          sm_pages[min(pos / ps - p0, 63u)] * pstride + hoff + (pos % ps) * HD, pvoff);
   if (own_k) {
 #ifdef FOUR_KEYS_PER_STEP
     nx = fetch4(grp, j0, nj, p0, pstride, hoff, pvoff);

@@ -102,15 +102,16 @@ fn weights8(m: f32, lo: vec4<f32>, hi: vec4<f32>) -> W8 {
   return W8(mn, exp(m - mn), exp(lo - vec4<f32>(mn)), exp(hi - vec4<f32>(mn)));
 }
 
-fn sum8h(x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>, x4: vec4<f16>, x5: vec4<f16>, x6: vec4<f16>,
-         x7: vec4<f16>, h: vec4<f16>, k: vec4<f16>) -> vec4<f16> {
+fn sum8h(x0: vec4<f16>, x1: vec4<f16>, x2: vec4<f16>, x3: vec4<f16>, x4: vec4<f16>, x5: vec4<f16>,
+         x6: vec4<f16>, x7: vec4<f16>, h: vec4<f16>, k: vec4<f16>) -> vec4<f16> {
   return fma(x7, vec4<f16>(k.w), fma(x6, vec4<f16>(k.z), fma(x5, vec4<f16>(k.y), fma(x4, vec4<f16>(k.x),
          fma(x3, vec4<f16>(h.w), fma(x2, vec4<f16>(h.z), fma(x1, vec4<f16>(h.y), x0 * vec4<f16>(h.x))))))));
 }
 
 // Both vectors' partials of 8 dims (packed position j of the rows r (keys 0–3), u (keys 4–7)), each V value
 // read once for both.
-fn part8(r: vec4<u32>, u: vec4<u32>, j: u32, ha: vec4<f16>, ka: vec4<f16>, hb: vec4<f16>, kb: vec4<f16>) -> Part {
+fn part8(r: vec4<u32>, u: vec4<u32>, j: u32, ha: vec4<f16>, ka: vec4<f16>, hb: vec4<f16>,
+         kb: vec4<f16>) -> Part {
   let p0 = vh(r.x + j);
   let p1 = vh(r.y + j);
   let p2 = vh(r.z + j);
@@ -350,9 +351,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let okl = jl < vec4<u32>(kt + nk);
       let okh = jh < vec4<u32>(kt + nk);
       let neg = vec4<f32>(-3.0e38);
-      let wa = weights8(st.a.m, select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), okl & (jl <= vec4<u32>(posa))),
+      let wa = weights8(st.a.m,
+                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), okl & (jl <= vec4<u32>(posa))),
                         select(neg, vec4<f32>(d45.x, d45.z, d67.x, d67.z), okh & (jh <= vec4<u32>(posa))));
-      let wb = weights8(st.b.m, select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), okl & (jl <= vec4<u32>(posb))),
+      let wb = weights8(st.b.m,
+                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), okl & (jl <= vec4<u32>(posb))),
                         select(neg, vec4<f32>(d45.y, d45.w, d67.y, d67.w), okh & (jh <= vec4<u32>(posb))));
       st = step8(st, wa, wb, r, u);
     }
@@ -382,8 +385,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let ok = vec4<bool>(true, t + 1u < nk, t + 2u < nk, t + 3u < nk);
       let jj = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
       let neg = vec4<f32>(-3.0e38);
-      let wa = weights4(st.a.m, select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), ok & (jj <= vec4<u32>(posa))));
-      let wb = weights4(st.b.m, select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & (jj <= vec4<u32>(posb))));
+      let wa = weights4(st.a.m,
+                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), ok & (jj <= vec4<u32>(posa))));
+      let wb = weights4(st.b.m,
+                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & (jj <= vec4<u32>(posb))));
       st = step4(st, wa, wb, r0, r1, r2, r3);
     }
 #endif

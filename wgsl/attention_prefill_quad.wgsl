@@ -39,7 +39,8 @@ struct BlkH { x: vec4<f16>, y: vec4<f16>, z: vec4<f16>, w: vec4<f16> }
 struct QuadH { b0: BlkH, b1: BlkH, b2: BlkH, b3: BlkH }
 // Eight keys' weights, each a vec4<f16> over the vector slots (key slots 0..7).
 struct P8 {
-  k0: vec4<f16>, k1: vec4<f16>, k2: vec4<f16>, k3: vec4<f16>, k4: vec4<f16>, k5: vec4<f16>, k6: vec4<f16>, k7: vec4<f16>,
+  k0: vec4<f16>, k1: vec4<f16>, k2: vec4<f16>, k3: vec4<f16>,
+  k4: vec4<f16>, k5: vec4<f16>, k6: vec4<f16>, k7: vec4<f16>,
 }
 
 // Lane bits of the rounds: R1 halves the vector slots, R2 halves them again, R3 (HEAD_DIM_128: 8 lanes) the
@@ -92,10 +93,12 @@ fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Q4 {
   let o = subgroupShuffleXor(m, 1u);
   // The partner across lane bit 0 holds vector slot s at its slot s ^ 2 (lane bit 0 is R1).
   let am = max(m, o.zwxy);
-  return Q4(qc16(a, kv8_inv(am.x)), qc16(b, kv8_inv(am.y)), qc16(c, kv8_inv(am.z)), qc16(d, kv8_inv(am.w)), am / 127.0);
+  return Q4(qc16(a, kv8_inv(am.x)), qc16(b, kv8_inv(am.y)), qc16(c, kv8_inv(am.z)), qc16(d, kv8_inv(am.w)),
+            am / 127.0);
 }
 fn idot4(a: vec4<u32>, k: vec4<u32>) -> i32 {
-  return (dot4I8Packed(a.x, k.x) + dot4I8Packed(a.y, k.y)) + (dot4I8Packed(a.z, k.z) + dot4I8Packed(a.w, k.w));
+  return (dot4I8Packed(a.x, k.x) + dot4I8Packed(a.y, k.y)) +
+         (dot4I8Packed(a.z, k.z) + dot4I8Packed(a.w, k.w));
 }
 // Partial integer scores of the four vector slots with key row t of the tile: summed with the b0 partner
 // first (same scale block), then scaled once: half the conversions and multiplies.
@@ -109,9 +112,9 @@ fn round1(e: vec4<i32>, q: Q4, t: u32, lane: u32) -> vec2<f32> {
 #elif F16_QK
 // F16_QK (f16 cache): q·scale and the K tile as f16, each vector's 16 dims of the lane summed as two chains
 // of eight f16 FMAs in dim order (8 packed FMAs per key and vector instead of 16 f32), each then to f32. Each
-// FMA rounds to f16: the check's reference sums its scores alike (qkF16 in src/lab/ref/attention.ts). One chain
-// of sixteen doubles the error, past the f16 tolerance on sharp attention. Range: |q·scale·k| summed over 8
-// dims stays far below f16's 65504 for normed heads
+// FMA rounds to f16: the check's reference sums its scores alike (qkF16 in src/lab/ref/attention.ts). One
+// chain of sixteen doubles the error, past the f16 tolerance on sharp attention. Range: |q·scale·k| summed
+// over 8 dims stays far below f16's 65504 for normed heads
 // (Qwen3's q/k norms) and typical unnormed ones (|q·scale| ≲ 5, |k| ≲ 500).
 alias Q4 = QuadH;
 fn blkh(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> BlkH {
@@ -119,23 +122,28 @@ fn blkh(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> BlkH {
   return BlkH(vec4<f16>(t.x), vec4<f16>(t.y), vec4<f16>(t.z), vec4<f16>(t.w));
 }
 fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Q4 {
-  return Q4(blkh(a.v0, b.v0, c.v0, d.v0), blkh(a.v1, b.v1, c.v1, d.v1), blkh(a.v2, b.v2, c.v2, d.v2), blkh(a.v3, b.v3, c.v3, d.v3));
+  return Q4(blkh(a.v0, b.v0, c.v0, d.v0), blkh(a.v1, b.v1, c.v1, d.v1), blkh(a.v2, b.v2, c.v2, d.v2),
+            blkh(a.v3, b.v3, c.v3, d.v3));
 }
 fn fkh(q: BlkH, k: vec4<f16>, e: vec4<f16>) -> vec4<f16> {
-  return fma(q.w, vec4<f16>(k.w), fma(q.z, vec4<f16>(k.z), fma(q.y, vec4<f16>(k.y), fma(q.x, vec4<f16>(k.x), e))));
+  return fma(q.w, vec4<f16>(k.w), fma(q.z, vec4<f16>(k.z), fma(q.y, vec4<f16>(k.y),
+         fma(q.x, vec4<f16>(k.x), e))));
 }
 fn qk4(q: Q4, t: u32, lane: u32, c0: u32, c1: u32) -> vec4<f32> {
   let x = ks[t * PRS + c0];
   let y = ks[t * PRS + c1];
-  return vec4<f32>(fkh(q.b1, x.y, fkh(q.b0, x.x, vec4<f16>(0.0)))) + vec4<f32>(fkh(q.b3, y.y, fkh(q.b2, y.x, vec4<f16>(0.0))));
+  return vec4<f32>(fkh(q.b1, x.y, fkh(q.b0, x.x, vec4<f16>(0.0)))) +
+         vec4<f32>(fkh(q.b3, y.y, fkh(q.b2, y.x, vec4<f16>(0.0))));
 }
 #else
 alias Q4 = Quad;
 fn qprep(a: Hv, b: Hv, c: Hv, d: Hv) -> Quad {
-  return Quad(blk(a.v0, b.v0, c.v0, d.v0), blk(a.v1, b.v1, c.v1, d.v1), blk(a.v2, b.v2, c.v2, d.v2), blk(a.v3, b.v3, c.v3, d.v3));
+  return Quad(blk(a.v0, b.v0, c.v0, d.v0), blk(a.v1, b.v1, c.v1, d.v1), blk(a.v2, b.v2, c.v2, d.v2),
+              blk(a.v3, b.v3, c.v3, d.v3));
 }
 fn fk(q: Blk, k: vec4<f32>, e: vec4<f32>) -> vec4<f32> {
-  return fma(q.w, vec4<f32>(k.w), fma(q.z, vec4<f32>(k.z), fma(q.y, vec4<f32>(k.y), fma(q.x, vec4<f32>(k.x), e))));
+  return fma(q.w, vec4<f32>(k.w), fma(q.z, vec4<f32>(k.z), fma(q.y, vec4<f32>(k.y),
+         fma(q.x, vec4<f32>(k.x), e))));
 }
 // Partial scores of the four vector slots with key row t (one chain of 16 FMAs each; the 32 chains of a
 // step are independent).
@@ -151,16 +159,20 @@ fn round1(e: vec4<f32>, q: Q4, t: u32, lane: u32) -> vec2<f32> { return e.xy + s
 
 // Four dims of P·V over eight keys (V values v_k: those dims of key slot k) for the four vector slots: per
 // dim, Σ_k p_k · v_k as an f16 chain in key order (as sum8h), then into the f32 state after its rescale c.
-fn pv4(p: P8, v0: vec4<f16>, v1: vec4<f16>, v2: vec4<f16>, v3: vec4<f16>, v4: vec4<f16>, v5: vec4<f16>, v6: vec4<f16>,
-       v7: vec4<f16>, o: Blk, c: vec4<f32>) -> Blk {
-  let x = fma(p.k7, vec4<f16>(v7.x), fma(p.k6, vec4<f16>(v6.x), fma(p.k5, vec4<f16>(v5.x), fma(p.k4, vec4<f16>(v4.x),
-          fma(p.k3, vec4<f16>(v3.x), fma(p.k2, vec4<f16>(v2.x), fma(p.k1, vec4<f16>(v1.x), p.k0 * vec4<f16>(v0.x))))))));
-  let y = fma(p.k7, vec4<f16>(v7.y), fma(p.k6, vec4<f16>(v6.y), fma(p.k5, vec4<f16>(v5.y), fma(p.k4, vec4<f16>(v4.y),
-          fma(p.k3, vec4<f16>(v3.y), fma(p.k2, vec4<f16>(v2.y), fma(p.k1, vec4<f16>(v1.y), p.k0 * vec4<f16>(v0.y))))))));
-  let z = fma(p.k7, vec4<f16>(v7.z), fma(p.k6, vec4<f16>(v6.z), fma(p.k5, vec4<f16>(v5.z), fma(p.k4, vec4<f16>(v4.z),
-          fma(p.k3, vec4<f16>(v3.z), fma(p.k2, vec4<f16>(v2.z), fma(p.k1, vec4<f16>(v1.z), p.k0 * vec4<f16>(v0.z))))))));
-  let w = fma(p.k7, vec4<f16>(v7.w), fma(p.k6, vec4<f16>(v6.w), fma(p.k5, vec4<f16>(v5.w), fma(p.k4, vec4<f16>(v4.w),
-          fma(p.k3, vec4<f16>(v3.w), fma(p.k2, vec4<f16>(v2.w), fma(p.k1, vec4<f16>(v1.w), p.k0 * vec4<f16>(v0.w))))))));
+fn pv4(p: P8, v0: vec4<f16>, v1: vec4<f16>, v2: vec4<f16>, v3: vec4<f16>, v4: vec4<f16>, v5: vec4<f16>,
+       v6: vec4<f16>, v7: vec4<f16>, o: Blk, c: vec4<f32>) -> Blk {
+  let x = fma(p.k7, vec4<f16>(v7.x), fma(p.k6, vec4<f16>(v6.x), fma(p.k5, vec4<f16>(v5.x),
+          fma(p.k4, vec4<f16>(v4.x), fma(p.k3, vec4<f16>(v3.x), fma(p.k2, vec4<f16>(v2.x),
+          fma(p.k1, vec4<f16>(v1.x), p.k0 * vec4<f16>(v0.x))))))));
+  let y = fma(p.k7, vec4<f16>(v7.y), fma(p.k6, vec4<f16>(v6.y), fma(p.k5, vec4<f16>(v5.y),
+          fma(p.k4, vec4<f16>(v4.y), fma(p.k3, vec4<f16>(v3.y), fma(p.k2, vec4<f16>(v2.y),
+          fma(p.k1, vec4<f16>(v1.y), p.k0 * vec4<f16>(v0.y))))))));
+  let z = fma(p.k7, vec4<f16>(v7.z), fma(p.k6, vec4<f16>(v6.z), fma(p.k5, vec4<f16>(v5.z),
+          fma(p.k4, vec4<f16>(v4.z), fma(p.k3, vec4<f16>(v3.z), fma(p.k2, vec4<f16>(v2.z),
+          fma(p.k1, vec4<f16>(v1.z), p.k0 * vec4<f16>(v0.z))))))));
+  let w = fma(p.k7, vec4<f16>(v7.w), fma(p.k6, vec4<f16>(v6.w), fma(p.k5, vec4<f16>(v5.w),
+          fma(p.k4, vec4<f16>(v4.w), fma(p.k3, vec4<f16>(v3.w), fma(p.k2, vec4<f16>(v2.w),
+          fma(p.k1, vec4<f16>(v1.w), p.k0 * vec4<f16>(v0.w))))))));
   return Blk(o.x * c + vec4<f32>(x), o.y * c + vec4<f32>(y), o.z * c + vec4<f32>(z), o.w * c + vec4<f32>(w));
 }
 
@@ -219,8 +231,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let v1 = vq(grp, 1u, w, i0, nqb, h);
   let v2 = vq(grp, 2u, w, i0, nqb, h);
   let v3 = vq(grp, 3u, w, i0, nqb, h);
-  let q = qprep(qload(qat(v0, lane), params.scale), qload(qat(v1, lane), params.scale), qload(qat(v2, lane), params.scale),
-                qload(qat(v3, lane), params.scale));
+  let q = qprep(qload(qat(v0, lane), params.scale), qload(qat(v1, lane), params.scale),
+                qload(qat(v2, lane), params.scale), qload(qat(v3, lane), params.scale));
   var o: Quad;
   var m = -3.0e38;  // vector slot 0's running max and (this lane's key half of) its sum
   var l = 0.0;
@@ -256,13 +268,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let f23 = vec4<f32>(round1(e2, q, tl.z, lane), round1(e3, q, tl.w, lane));
       let f45 = vec4<f32>(round1(e4, q, th.x, lane), round1(e5, q, th.y, lane));
       let f67 = vec4<f32>(round1(e6, q, th.z, lane), round1(e7, q, th.w, lane));
-      let g03 = vec4<f32>(f01.x, f01.z, f23.x, f23.z) + subgroupShuffleXor(vec4<f32>(f01.y, f01.w, f23.y, f23.w), R2);
-      let g47 = vec4<f32>(f45.x, f45.z, f67.x, f67.z) + subgroupShuffleXor(vec4<f32>(f45.y, f45.w, f67.y, f67.w), R2);
+      let g03 = vec4<f32>(f01.x, f01.z, f23.x, f23.z) +
+                subgroupShuffleXor(vec4<f32>(f01.y, f01.w, f23.y, f23.w), R2);
+      let g47 = vec4<f32>(f45.x, f45.z, f67.x, f67.z) +
+                subgroupShuffleXor(vec4<f32>(f45.y, f45.w, f67.y, f67.w), R2);
       let neg = vec4<f32>(-3.0e38);
       let j = vec4<u32>(t0) + vec4<u32>(0u, 1u, 2u, 3u);
 #ifdef HEAD_DIM_128
       // Vector slot 0's scores for keys t0 .. t0+3: causal mask and pad keys (weight e^-inf = 0).
-      let sc = select(neg, g03 + subgroupShuffleXor(g47, R3), j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+      let sc = select(neg, g03 + subgroupShuffleXor(g47, R3),
+                      j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
       var mx = max(max(sc.x, sc.y), max(sc.z, sc.w));
       mx = max(mx, subgroupShuffleXor(mx, R3));
 #else

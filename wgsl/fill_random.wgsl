@@ -3,8 +3,9 @@
 // binding limit) gets the same contents as unsplit, and every run of a seed gives the same model.
 //   RAW      out[w] = hash(seed, e)                          packed q values: every code equally likely
 //   UNIFORM  out[w] = two bf16 u_e in [lo, hi)               scales (element e = 2w + half, low half first)
-//   BIAS     out[w] = two bf16 −(mid + u'_e − 0.5)·s_e       biases: s_e is the scale element e of stream seed2
-//                                                             (recomputed), so w = s·q + b centres near 0
+//   BIAS     out[w] = two bf16 −(mid + u'_e − 0.5)·s_e       biases: s_e is the scale element e of
+//                                                             stream seed2 (recomputed), so w = s·q + b
+//                                                             centres near 0
 //   VEC_F32  out[w] = f32 u_e in [lo, hi)                    norm weights
 // where e counts elements from the start of the whole tensor and u = hash → [0, 1).
 // Bindings:  out (words) u32

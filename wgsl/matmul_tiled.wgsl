@@ -56,8 +56,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc0 = vec4<f32>(0.0); var acc1 = vec4<f32>(0.0); var acc2 = vec4<f32>(0.0); var acc3 = vec4<f32>(0.0);
   var acc4 = vec4<f32>(0.0); var acc5 = vec4<f32>(0.0); var acc6 = vec4<f32>(0.0); var acc7 = vec4<f32>(0.0);
 #ifdef WIDE_TILE
-  var acc8 = vec4<f32>(0.0); var acc9 = vec4<f32>(0.0); var acc10 = vec4<f32>(0.0); var acc11 = vec4<f32>(0.0);
-  var acc12 = vec4<f32>(0.0); var acc13 = vec4<f32>(0.0); var acc14 = vec4<f32>(0.0); var acc15 = vec4<f32>(0.0);
+  var acc8 = vec4<f32>(0.0); var acc9 = vec4<f32>(0.0);
+  var acc10 = vec4<f32>(0.0); var acc11 = vec4<f32>(0.0);
+  var acc12 = vec4<f32>(0.0); var acc13 = vec4<f32>(0.0);
+  var acc14 = vec4<f32>(0.0); var acc15 = vec4<f32>(0.0);
 #endif
 
   // Staging tasks: lanes [0, BM) own x (4 rows × 8 k), lanes [BM, BM + BN) own W (4 rows × 8 k).
@@ -96,11 +98,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (wt) {
 #ifdef Q4
         // 4 rows at once: w = scale·q + bias, q by the 2^23 mantissa trick (no int→float conversion).
-        let s4 = vec4<f32>(half16(wsb.x & 0xffffu), half16(wsb.y & 0xffffu), half16(wsb.z & 0xffffu), half16(wsb.w & 0xffffu));
-        let b4 = vec4<f32>(half16(wsb.x >> 16u), half16(wsb.y >> 16u), half16(wsb.z >> 16u), half16(wsb.w >> 16u));
+        let s4 = vec4<f32>(half16(wsb.x & 0xffffu), half16(wsb.y & 0xffffu), half16(wsb.z & 0xffffu),
+                           half16(wsb.w & 0xffffu));
+        let b4 = vec4<f32>(half16(wsb.x >> 16u), half16(wsb.y >> 16u), half16(wsb.z >> 16u),
+                           half16(wsb.w >> 16u));
         let wo = c * 8u * (BN / 4u) + r4;
         for (var e = 0u; e < 8u; e++) {
-          let q = bitcast<vec4<f32>>(((wq >> vec4<u32>(4u * e)) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0);
+          let q = bitcast<vec4<f32>>(((wq >> vec4<u32>(4u * e)) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u)) -
+                  vec4<f32>(8388608.0);
           ws[wo + e * (BN / 4u)] = fma(s4, q, b4);
         }
 #else
@@ -154,7 +159,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #ifdef Q4
         let kk = k0 + c * 8u;
         let nb = n0 + r4 * 4u;
-        let na = vec4<u32>(min(nb, params.N - 1u), min(nb + 1u, params.N - 1u), min(nb + 2u, params.N - 1u), min(nb + 3u, params.N - 1u));
+        let na = vec4<u32>(min(nb, params.N - 1u), min(nb + 1u, params.N - 1u), min(nb + 2u, params.N - 1u),
+                           min(nb + 3u, params.N - 1u));
         let wpr = K / 8u;
         let wi = na * wpr + vec4<u32>(kk / 8u);
         wq = vec4<u32>(w[wi.x], w[wi.y], w[wi.z], w[wi.w]);
@@ -218,7 +224,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var accs = array<vec4<f32>, TM>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
   store_block(m0 + ty * TM, n0 + tx * 4u, accs);
 #ifdef WIDE_TILE
-  store_block(m0 + ty * TM, n0 + 64u + tx * 4u, array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
+  store_block(m0 + ty * TM, n0 + 64u + tx * 4u,
+              array<vec4<f32>, TM>(acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15));
 #endif
 }
 

@@ -87,14 +87,16 @@ fn rows4(r: u32) -> Rows {
 // product's own accumulate and the sum lands in the mantissa of 2^23 (|Σ| ≤ 32·15·127 < 2^22): the i32 → f32
 // is one exact subtraction, and the scale and bias go into the accumulator by two FMAs.
 fn d16(lo: vec4<u32>, x0: vec4<u32>, hi: vec4<u32>, x1: vec4<u32>) -> i32 {
-  return dot4I8Packed(hi.w, x1.w) + (dot4I8Packed(hi.z, x1.z) + (dot4I8Packed(hi.y, x1.y) + (dot4I8Packed(hi.x, x1.x) +
-         (dot4I8Packed(lo.w, x0.w) + (dot4I8Packed(lo.z, x0.z) + (dot4I8Packed(lo.y, x0.y) + (dot4I8Packed(lo.x, x0.x) + 0x4b400000)))))));
+  return dot4I8Packed(hi.w, x1.w) + (dot4I8Packed(hi.z, x1.z) + (dot4I8Packed(hi.y, x1.y) +
+         (dot4I8Packed(hi.x, x1.x) + (dot4I8Packed(lo.w, x0.w) + (dot4I8Packed(lo.z, x0.z) +
+         (dot4I8Packed(lo.y, x0.y) + (dot4I8Packed(lo.x, x0.x) + 0x4b400000)))))));
 }
 fn col4(c: u32, x4: Rows, acc: vec4<f32>) -> vec4<f32> {
   let lo = wlo[c];
   let hi = whi[c];
   let sb = wsb[c];
-  let s = vec4<i32>(d16(lo, x4.l0, hi, x4.h0), d16(lo, x4.l1, hi, x4.h1), d16(lo, x4.l2, hi, x4.h2), d16(lo, x4.l3, hi, x4.h3));
+  let s = vec4<i32>(d16(lo, x4.l0, hi, x4.h0), d16(lo, x4.l1, hi, x4.h1), d16(lo, x4.l2, hi, x4.h2),
+                    d16(lo, x4.l3, hi, x4.h3));
   return fma(sb.x * x4.sx, bitcast<vec4<f32>>(s) - vec4<f32>(12582912.0), fma(vec4<f32>(sb.y), x4.sum, acc));
 }
 
@@ -107,7 +109,10 @@ fn stage_x(r: u32, xq: u32, a: vec4<f32>, b: vec4<f32>) {
 
 // The raw values one lane fetches for one 32-value sub-tile: 8 x values of its row (NARROW_TILE: of two
 // rows), two words of its W column, and (lane wh = 0) the column's raw scale and bias words.
-struct Fetch { xa: vec4<f32>, xb: vec4<f32>, xc: vec4<f32>, xd: vec4<f32>, w: vec2<u32>, sw: u32, bw: u32, gi: u32 }
+struct Fetch {
+  xa: vec4<f32>, xb: vec4<f32>, xc: vec4<f32>, xd: vec4<f32>,
+  w: vec2<u32>, sw: u32, bw: u32, gi: u32,
+}
 
 fn fetch(k0: u32, xrow: u32, xrow2: u32, xq: u32, wn: u32, wh: u32) -> Fetch {
   var f: Fetch;
@@ -153,7 +158,10 @@ fn stage_w(t: u32, f: Fetch, wc: u32, wh: u32) {
 }
 
 // Accumulators: c_j holds column tx + TX·j for the lane's 4 rows (named: arrays indexed in loops spill).
-struct Acc { c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>, c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32> }
+struct Acc {
+  c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>,
+  c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32>,
+}
 
 // Multiplies staged sub-tile t into the lane's outputs.
 fn mul(acc: ptr<function, Acc>, t: u32, tx: u32, ty: u32) {
@@ -185,8 +193,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ke = K;
   let r0 = params.row0;
 #endif
-  var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
-                vec4<f32>(0.0), vec4<f32>(0.0));
+  var acc = Acc(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
+                vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
   // Staging: x row xr = lid / 4 (NARROW_TILE: and xr + 32), values 8·(lid % 4) .. +7 (the 4 lanes of a row
   // are adjacent: shuffles); W column wc = lid / 2, words 2·(lid % 2), +1 of the tile.
   let xr = lid / 4u;

@@ -46,7 +46,9 @@ var<workgroup> tred: array<vec4<f32>, WG * R>;
 var<workgroup> tss: array<vec4<f32>, WG>;
 #endif
 
-fn byte4(wd: u32) -> vec4<f32> { return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u)); }
+fn byte4(wd: u32) -> vec4<f32> {
+  return vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(255u));
+}
 fn half4(a: u32, b: u32) -> vec4<f32> {
 #ifdef WF16
   return vec4<f32>(unpack2x16float(a), unpack2x16float(b));

@@ -87,8 +87,10 @@ struct ScaleBias { s: vec4<f32>, b: vec4<f32> }
 // Scales and biases of a stage's four columns as f32.
 fn stage_sb(s: Stage) -> ScaleBias {
   return ScaleBias(
-    vec4<f32>(half_at(s.sw.x, s.gi.x), half_at(s.sw.y, s.gi.y), half_at(s.sw.z, s.gi.z), half_at(s.sw.w, s.gi.w)),
-    vec4<f32>(half_at(s.bw.x, s.gi.x), half_at(s.bw.y, s.gi.y), half_at(s.bw.z, s.gi.z), half_at(s.bw.w, s.gi.w)));
+    vec4<f32>(half_at(s.sw.x, s.gi.x), half_at(s.sw.y, s.gi.y), half_at(s.sw.z, s.gi.z),
+              half_at(s.sw.w, s.gi.w)),
+    vec4<f32>(half_at(s.bw.x, s.gi.x), half_at(s.bw.y, s.gi.y), half_at(s.bw.z, s.gi.z),
+              half_at(s.bw.w, s.gi.w)));
 }
 
 struct RowDot { d: vec4<f32>, ss: f32 }

@@ -84,7 +84,10 @@ fn idot(q: vec4<u32>, xa: vec4<u32>, xb: vec4<u32>) -> i32 {
 
 // One chunk of the team's four columns as loaded: raw weight vec4s and the words holding their 16-bit scale
 // and bias; converted only when used, so the loads stay in flight (across the prologue for the first one).
-struct X8Stage { q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>, sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32> }
+struct X8Stage {
+  q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>,
+  sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32>,
+}
 
 fn x8_stage(cs: vec4<u32>, ci: u32, cpr: u32, gpr: u32) -> X8Stage {
   let gi = cs * gpr + vec4<u32>((ci * 32u) / GS);
@@ -115,13 +118,16 @@ fn x8_team(tid: u32, lane: u32, lid: u32) {
     for (var j = 0u; j < MB; j++) { acc[j] = vec4<f32>(0.0); }
     for (var ci = lane; ci < cpr; ci += T) {
       let nxt = x8_stage(cs, min(ci + T, cpr - 1u), cpr, gpr);
-      let sc = vec4<f32>(half_at(cur.sw.x, cur.gi.x), half_at(cur.sw.y, cur.gi.y), half_at(cur.sw.z, cur.gi.z), half_at(cur.sw.w, cur.gi.w));
-      let bi = vec4<f32>(half_at(cur.bw.x, cur.gi.x), half_at(cur.bw.y, cur.gi.y), half_at(cur.bw.z, cur.gi.z), half_at(cur.bw.w, cur.gi.w));
+      let sc = vec4<f32>(half_at(cur.sw.x, cur.gi.x), half_at(cur.sw.y, cur.gi.y),
+                         half_at(cur.sw.z, cur.gi.z), half_at(cur.sw.w, cur.gi.w));
+      let bi = vec4<f32>(half_at(cur.bw.x, cur.gi.x), half_at(cur.bw.y, cur.gi.y),
+                         half_at(cur.bw.z, cur.gi.z), half_at(cur.bw.w, cur.gi.w));
       for (var j = 0u; j < MB; j++) {
         let xa = xq[j * XW + 2u * ci];
         let xb = xq[j * XW + 2u * ci + 1u];
         let s = xs[j * (XW / 2u) + ci];
-        let d = vec4<f32>(vec4<i32>(idot(cur.q0, xa, xb), idot(cur.q1, xa, xb), idot(cur.q2, xa, xb), idot(cur.q3, xa, xb)));
+        let d = vec4<f32>(vec4<i32>(idot(cur.q0, xa, xb), idot(cur.q1, xa, xb), idot(cur.q2, xa, xb),
+                                    idot(cur.q3, xa, xb)));
         acc[j] += sc * (s.x * d) + bi * s.y;
       }
       cur = nxt;
@@ -132,10 +138,13 @@ fn x8_team(tid: u32, lane: u32, lid: u32) {
       t *= x8_factor(j);
 #ifdef SWIGLU
       if (lane < 2u && tid * 2u + lane < I && m0 + j < params.M) {
-        y[(params.row0 + m0 + j) * params.ldy + params.n_off + tid * 2u + lane] = silu(t[2u * lane]) * t[2u * lane + 1u];
+        y[(params.row0 + m0 + j) * params.ldy + params.n_off + tid * 2u + lane] =
+          silu(t[2u * lane]) * t[2u * lane + 1u];
       }
 #else
-      if (lane < 4u && nb + lane < params.N && m0 + j < params.M) { store(params.row0 + m0 + j, nb + lane, t[lane]); }
+      if (lane < 4u && nb + lane < params.N && m0 + j < params.M) {
+        store(params.row0 + m0 + j, nb + lane, t[lane]);
+      }
 #endif
     }
     workgroupBarrier();   // xq is rewritten for the next block of rows

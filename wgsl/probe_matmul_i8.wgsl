@@ -3,9 +3,9 @@
 // ceiling the int8-x prefill matmul (matmul_tiled_x8.wgsl) is compared against. Exact in i32.
 // Bindings:  a (n, n) int8, b (n, n) int8 = Bᵀ (row j holds column j), both packed 4 per u32 along k and read
 //            as vec4<u32> (16 values);  c (n, n) i32, written as vec4<i32>
-// Grid: (n / 64, n / 64). 256 lanes (16×16) own a 64×64 tile of C, each lane a 4×4 block (rows ty·4.., columns
-// tx·4..); K is walked in stages of 64 values (16 words) staged in workgroup memory, word-major so a lane
-// reads one vec4 (its 4 rows, or its 4 columns) per word. n must be a multiple of 64.
+// Grid: (n / 64, n / 64). 256 lanes (16×16) own a 64×64 tile of C, each lane a 4×4 block (rows ty·4..,
+// columns tx·4..); K is walked in stages of 64 values (16 words) staged in workgroup memory, word-major so a
+// lane reads one vec4 (its 4 rows, or its 4 columns) per word. n must be a multiple of 64.
 const TS: u32 = 64u;   // tile of C
 const BW: u32 = 16u;   // words of k per stage (64 values)
 
@@ -45,10 +45,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var kk = 0u; kk < BW; kk++) {
       let am = as_[kk * 16u + ty];
       let bn = bs[kk * 16u + tx];
-      acc0 += vec4<i32>(dot4I8Packed(am.x, bn.x), dot4I8Packed(am.x, bn.y), dot4I8Packed(am.x, bn.z), dot4I8Packed(am.x, bn.w));
-      acc1 += vec4<i32>(dot4I8Packed(am.y, bn.x), dot4I8Packed(am.y, bn.y), dot4I8Packed(am.y, bn.z), dot4I8Packed(am.y, bn.w));
-      acc2 += vec4<i32>(dot4I8Packed(am.z, bn.x), dot4I8Packed(am.z, bn.y), dot4I8Packed(am.z, bn.z), dot4I8Packed(am.z, bn.w));
-      acc3 += vec4<i32>(dot4I8Packed(am.w, bn.x), dot4I8Packed(am.w, bn.y), dot4I8Packed(am.w, bn.z), dot4I8Packed(am.w, bn.w));
+      acc0 += vec4<i32>(dot4I8Packed(am.x, bn.x), dot4I8Packed(am.x, bn.y),
+                          dot4I8Packed(am.x, bn.z), dot4I8Packed(am.x, bn.w));
+      acc1 += vec4<i32>(dot4I8Packed(am.y, bn.x), dot4I8Packed(am.y, bn.y),
+                          dot4I8Packed(am.y, bn.z), dot4I8Packed(am.y, bn.w));
+      acc2 += vec4<i32>(dot4I8Packed(am.z, bn.x), dot4I8Packed(am.z, bn.y),
+                          dot4I8Packed(am.z, bn.z), dot4I8Packed(am.z, bn.w));
+      acc3 += vec4<i32>(dot4I8Packed(am.w, bn.x), dot4I8Packed(am.w, bn.y),
+                          dot4I8Packed(am.w, bn.z), dot4I8Packed(am.w, bn.w));
     }
     workgroupBarrier();
   }

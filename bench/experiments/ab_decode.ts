@@ -2,11 +2,12 @@
  * A/B of kernel profiles end to end: loads one model once, then measures batch-1 decode (or prefill) tok/s
  * under each profile in turn, interleaved (A B C A B C ...) so drift in the GPU's clocks hits all alike.
  *   deno run -A bench/experiments/ab_decode.ts [--synthetic qwen3-4b | --model DIR] [--depth N | --prefill N]
- *     [--chunk N] [--rounds N] [--kv-cache act|q8] [--configs '[{}, {"decodeAttention":{"fusedRopeMaxKeys":0}}]']
+ *     [--chunk N] [--rounds N] [--kv-cache act|q8]
+ *     [--configs '[{}, {"decodeAttention":{"fusedRopeMaxKeys":0}}]']
  * A config is a set of kernel profile changes (src/gpu/profile.ts: `matmul`, `decodeAttention`,
  * `prefillAttention`), plus `sched`: scheduler options (`{"sched":{"headStart":false}}`). With --prefill N it
- * measures prefill of an N-token prompt; --chunk sets the prefill chunk (the server's is 512). Prints one line
- * per measurement and the median per config (JSON with --json FILE).
+ * measures prefill of an N-token prompt; --chunk sets the prefill chunk (the server's is 512). Prints one
+ * line per measurement and the median per config (JSON with --json FILE).
  * @module
  */
 import { kvCacheFlag, parseFlags } from "../../src/cli/args.ts";

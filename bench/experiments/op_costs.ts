@@ -5,8 +5,8 @@
  * workgroup-memory reads by pattern (one address for all lanes, four per warp as attention_prefill.wgsl's
  * lane groups read, 8, 32 distinct) can be set against shuffles, conversions and FMAs.
  *   ITER=4096 deno run -A bench/experiments/op_costs.ts
- * H200 (session 9): a 16-byte read costs ~4.4 SM-cycles whether 4 or 32 addresses are read (broadcast does not
- * help), an 8-byte one ~3.3, a shuffle of a vec4 4.4, a vec4 FMA 1.7 (bench/NOTES.md #62); session 11: a
+ * H200 (session 9): a 16-byte read costs ~4.4 SM-cycles whether 4 or 32 addresses are read (broadcast does
+ * not help), an 8-byte one ~3.3, a shuffle of a vec4 4.4, a vec4 FMA 1.7 (bench/NOTES.md #62); session 11: a
  * 16-byte read of a storage buffer that stays in L1 costs ~4.2 however many lanes share a line (#74).
  * @module
  */
@@ -15,12 +15,16 @@ const gpu = await Gpu.create({ f16: true });
 const dev = gpu.device;
 const ITER = Number(Deno.env.get("ITER") ?? 2048), WGS = 132 * 8, WG = 256;
 const out = dev.createBuffer({ size: WGS * WG * 16, usage: GPUBufferUsage.STORAGE });
-const head =
-  `enable f16;\n@group(0) @binding(0) var<storage, read_write> o: array<vec4<f32>>;\n@group(0) @binding(1) var<storage, read> g: array<vec4<f32>>;\nvar<workgroup> sm: array<vec4<f32>, 1024>;\nvar<workgroup> sh: array<vec2<f32>, 2048>;\n`;
+const head = `enable f16;\n` +
+  `@group(0) @binding(0) var<storage, read_write> o: array<vec4<f32>>;\n` +
+  `@group(0) @binding(1) var<storage, read> g: array<vec4<f32>>;\n` +
+  `var<workgroup> sm: array<vec4<f32>, 1024>;\nvar<workgroup> sh: array<vec2<f32>, 2048>;\n`;
 function kern(body: string, per: string) {
   return head +
-    `@compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) w: vec3<u32>) {
-  for (var i = l; i < 1024u; i += ${WG}u) { sm[i] = vec4<f32>(f32(i) * 1e-3); sh[2u*i] = vec2<f32>(f32(i)); sh[2u*i+1u] = vec2<f32>(1.0); }
+    `@compute @workgroup_size(${WG}) fn main(@builtin(local_invocation_index) l: u32, ` +
+    `@builtin(workgroup_id) w: vec3<u32>) {
+  for (var i = l; i < 1024u; i += ${WG}u) { sm[i] = vec4<f32>(f32(i) * 1e-3); ` +
+    `sh[2u*i] = vec2<f32>(f32(i)); sh[2u*i+1u] = vec2<f32>(1.0); }
   workgroupBarrier();
   var a0 = vec4<f32>(f32(l) * 1e-6); var a1 = a0 + 1.0; var a2 = a0 + 2.0; var a3 = a0 + 3.0;
   var a4 = a0 + 4.0; var a5 = a0 + 5.0; var a6 = a0 + 6.0; var a7 = a0 + 7.0;

@@ -1,8 +1,9 @@
 /**
- * Prefill attention alone, per profile: the lab case (src/lab/cases/attention.ts, random inputs) at a real
- * shape, timed with timestamp queries, each config bound in turn on the same inputs.
+ * Prefill attention alone, per profile: the lab case (src/lab/cases/attention_prefill.ts, random inputs) at a
+ * real shape, timed with timestamp queries, each config bound in turn on the same inputs.
  *   deno run -A bench/experiments/pattn_probe.ts [--rows 2048] [--depth 12288] [--heads 32,8,128] [--iters 5]
- *     [--kv-cache act|q8] [--configs '[{"quad":false},{}]']   (PrefillAttentionProfile changes, src/gpu/profile.ts)
+ *     [--kv-cache act|q8]
+ *     [--configs '[{"quad":false},{}]']   (PrefillAttentionProfile changes, src/gpu/profile.ts)
  *     [--check]   (each config is first checked against the float64 reference on two small odd shapes of the
  *                  same heads and cache: a variant is timed only where it is also right on this device)
  * Prints ms per call (median of the samples, after 1.5 s of warm-up runs: a new pipeline starts slow)
@@ -12,7 +13,7 @@
 import { kvCacheFlag, parseFlags } from "../../src/cli/args.ts";
 import { Gpu } from "../../src/gpu/device.ts";
 import type { PrefillAttentionProfile } from "../../src/gpu/profile.ts";
-import { attentionPrefillCase } from "../../src/lab/cases/attention.ts";
+import { attentionPrefillCase } from "../../src/lab/cases/attention_prefill.ts";
 import { describeReport } from "../../src/lab/compare.ts";
 import { timeBound } from "../../src/lab/harness.ts";
 import { runCase } from "../../src/lab/run.ts";

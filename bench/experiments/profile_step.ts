@@ -2,7 +2,8 @@
  * Per-kernel GPU time of one engine step, from timestamp queries (each dispatch in its own pass, so
  * absolute totals include pass overhead; the split between kernels is what this is for), plus the
  * steady-state time per step with K steps per submit and the CPU encode cost.
- *   deno run -A bench/experiments/profile_step.ts [--model DIR | --synthetic NAME] [--decode N] [--prefill N] [--depth D] [--steps K]
+ *   deno run -A bench/experiments/profile_step.ts [--model DIR | --synthetic NAME] [--decode N] [--prefill N]
+ *     [--depth D] [--steps K]
  * @module
  */
 import { DEFAULT_MODEL_DIR } from "../../src/platform/deno.ts";

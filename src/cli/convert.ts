@@ -10,7 +10,9 @@ export { convert, type ConvertSummary, type Quantizer } from "../loader/convert.
 
 const FLAGS = ["hf", "out", "bits", "group-size", "max-shard-bytes"];
 
-/** Parses the CLI flags (`--hf DIR --out DIR [--bits 4] [--group-size 64] [--force] [--max-shard-bytes N]`). */
+/**
+ * Parses the CLI flags (`--hf DIR --out DIR [--bits 4] [--group-size 64] [--force] [--max-shard-bytes N]`).
+ */
 export function parseCli(args: string[]): ConvertOptions {
   const values: Record<string, string> = {};
   let force = false;

@@ -115,7 +115,8 @@ export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
   if (f.help) {
     console.log(
-      "usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] [--int8-x auto|all|none] [--kv-cache act|q8] [--json]",
+      "usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] " +
+        "[--int8-x auto|all|none] [--kv-cache act|q8] [--json]",
     );
     return 0;
   }

@@ -165,7 +165,8 @@ export async function main(argv: string[]): Promise<number> {
         `  KV cache        ${size(stats.memory.kv)}${info.kv8 ? " 8-bit" : ""} (${info.kvPages} pages of ${
           size(info.kvPageBytes)
         }), max batch ${info.maxBatch}`,
-        `  prefill chunks  ${info.prefillChunk} rows beside decoding requests, ${info.soloPrefillChunk} alone`,
+        `  prefill chunks  ${info.prefillChunk} rows beside decoding requests, ` +
+        `${info.soloPrefillChunk} alone`,
         `  model names     ${
           f["strict-model-name"]
             ? `${name}${f.alias ? `, ${f.alias}` : ""} only`
@@ -180,7 +181,8 @@ export async function main(argv: string[]): Promise<number> {
       ].join("\n"));
       if (!apiKey && !/^(127\.|::1$|localhost$)/.test(addr.hostname)) {
         console.log(
-          `[flint] warning: listening on ${addr.hostname} without --api-key; anyone who can reach it can use it`,
+          `[flint] warning: listening on ${addr.hostname} without --api-key; ` +
+            `anyone who can reach it can use it`,
         );
       }
     },

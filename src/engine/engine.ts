@@ -1,6 +1,7 @@
 /**
  * The engine: a loaded model on a device, with its KV pool, slot state, activations and plan cache.
- * The scheduler (engine/scheduler.ts) drives it step by step; CLI, server and browser share it.
+ * The scheduler (engine/scheduler.ts) drives it step by step; CLI, server and browser share it. Its
+ * load-time sizes (batch, chunks, context window, KV pages) are worked out in engine/sizing.ts.
  * @module
  */
 import { CapacityError, LoaderError, TokenizerError, ValidationError } from "../errors.ts";
@@ -17,8 +18,9 @@ import { architectureFor } from "../models/registry.ts";
 import type { ModelSource } from "../platform/mod.ts";
 import { tokenBytes } from "../grammar/token_bytes.ts";
 import { DEFAULT_GRAMMAR_STATES, GrammarSlots } from "./grammar.ts";
-import { kvBytesPerToken, type KvCacheType, KvPool, kvValueBytesPerToken } from "./kv_pool.ts";
-import { type Activations, allocActivations, type Dims, soloRowsFit } from "./resources.ts";
+import { type KvCacheType, KvPool } from "./kv_pool.ts";
+import { type Activations, allocActivations, type Dims } from "./resources.ts";
+import { engineSizes } from "./sizing.ts";
 import { Slots } from "./slots.ts";
 import { layoutKey, type Plan, StepGraph, type StepLayout } from "./step.ts";
 
@@ -36,7 +38,10 @@ export interface EngineOptions {
   contextWindow?: number;
   /** Sequences decoded together in one step (default 8). */
   maxBatch?: number;
-  /** Prefill rows per step while other sequences decode in the same steps (default 2048 with maxBatch 1, else 512). */
+  /**
+   * Prefill rows per step while other sequences decode in the same steps (default 2048 with maxBatch 1, else
+   * 512).
+   */
   prefillChunk?: number;
   /**
    * Prefill rows per step while the prompt's sequence is the only one running (a long agent prompt on an
@@ -163,48 +168,19 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
-    const maxBatch = opts.maxBatch ?? 8;
-    const pageSize = opts.pageSize ?? 16;
-    // Prefill rows per step: 512 while other sequences' decode steps share the step and would wait; 2048 while
-    // the prompt runs alone (bigger matmuls fill the GPU better).
-    const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-    const soloPrefillChunk = Math.max(
-      prefillChunk,
-      opts.soloPrefillChunk ?? opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu),
-    );
-    const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
-    const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
-    const budget = opts.kvBudget ?? 4 * 2 ** 30;
-    // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
-    const fitTokens = Math.floor(
-      Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * d.layers)),
-    );
-    const want = opts.contextWindow ?? config.maxPosition;
-    const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
-    if (opts.contextWindow && contextWindow < opts.contextWindow) {
-      throw new CapacityError(
-        `context window ${opts.contextWindow} does not fit: at most ${contextWindow} tokens (model maximum ${config.maxPosition}, KV budget ${budget} bytes)`,
-      );
-    }
-    const maxPages = Math.ceil(contextWindow / pageSize);
-    const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
+    const { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, cap } =
+      engineSizes(config, gpu, kvType, opts);
     const kv = new KvPool(gpu, {
       layers: d.layers,
       nkv: d.nkv,
       hd: d.hd,
       pageSize,
-      numPages: Math.max(maxPages, Math.floor(poolTokens / pageSize)),
+      numPages,
       maxSlots: maxBatch,
       maxPages,
       type: kvType,
     });
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
-    const cap = {
-      rows: soloPrefillChunk + maxBatch,
-      decodeRows: maxBatch,
-      logitRows: opts.logitRows ?? Math.max(maxBatch, 16),
-      context: contextWindow,
-    };
     const acts = allocActivations(gpu, d, cap);
     const rt = ropeTables(config.rope);
     const invBuf = loader.uploadF32("inv_freq", rt.invFreq);
@@ -353,8 +329,8 @@ export class Engine {
     part?: "head" | "tail",
   ): void {
     const pass = encoder.beginComputePass({ label: "step" });
-    // `part`: the step's first dispatches (HEAD_SHARE of them) or the rest, for a step whose head goes to
-    // the GPU before the rest is encoded (a prefill on an idle GPU: its encoding then overlaps the GPU's work).
+    // `part`: the step's first dispatches (HEAD_SHARE of them) or the rest, for a step whose head goes to the
+    // GPU before the rest is encoded (a prefill on an idle GPU: its encoding then overlaps the GPU's work).
     const cut = Math.ceil(plan.list.length * HEAD_SHARE);
     const list = part === "head"
       ? plan.list.slice(0, cut)

@@ -24,7 +24,10 @@ export interface KvShape {
   type?: KvCacheType;
 }
 
-/** Bytes of K and V of one token in one layer's values buffer (q8: the codes; the binding that can hit the limit). */
+/**
+ * Bytes of K and V of one token in one layer's values buffer (q8: the codes; the binding that can hit the
+ * limit).
+ */
 export function kvValueBytesPerToken(nkv: number, hd: number, type: KvCacheType, f16: boolean): number {
   return 2 * nkv * hd * (type === "q8" ? 1 : f16 ? 2 : 4);
 }
@@ -53,7 +56,8 @@ export class KvPool {
       shape.numPages;
     if (layerBytes > gpu.info.maxBinding) {
       throw new CapacityError(
-        `KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, over the ${gpu.info.maxBinding}-byte binding limit`,
+        `KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, ` +
+          `over the ${gpu.info.maxBinding}-byte binding limit`,
       );
     }
     this.layers = Array.from(

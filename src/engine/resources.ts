@@ -79,7 +79,8 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
 
 /**
  * Rows of a solo prefill step (at most 2048, a multiple of 64) whose activations each fit one storage
- * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's parts).
+ * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's
+ * parts).
  */
 export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info" | "profile">): number {
   const ab = gpu.info.f16 ? 2 : 4;

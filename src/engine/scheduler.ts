@@ -3,24 +3,22 @@
  * (with every decoding sequence riding along as a decode row) or K decode steps for all decoding sequences.
  * A group is one submit followed by a copy of the new token ids into a staging buffer; groups are read back
  * with a lag (see #run), so the GPU never waits for the CPU between tokens. After read-back the
- * CPU detokenizes, finds EOS and stop strings, and discards what the GPU overshot.
+ * CPU detokenizes, finds EOS and stop strings, and discards what the GPU overshot (sequence.ts).
  * @module
  */
 import { CapacityError, ContextWindowError, ValidationError } from "../errors.ts";
 import { StagingBuffer } from "../gpu/readback.ts";
-import type { StreamDecoder } from "../loader/tokenizer.ts";
 import type { Engine } from "./engine.ts";
 import { GREEDY } from "./slots.ts";
 import {
   type FinishReason,
   type GenerateRequest,
   Generation,
-  type GenerationResult,
   type SchedulerEvent,
   type SchedulerOptions,
 } from "./generation.ts";
+import { Seq } from "./sequence.ts";
 import type { StepLayout } from "./step.ts";
-import { StopMatcher } from "./stop.ts";
 
 export type {
   FinishReason,
@@ -31,28 +29,6 @@ export type {
   TokenChunk,
 } from "./generation.ts";
 export { Generation } from "./generation.ts";
-
-class Seq {
-  slot = -1;
-  pages: number[] = [];
-  limit = 0; // last position a generated token may take
-  prefilled = 0;
-  encPos = -1; // slot.pos once all submitted work has run (CPU prediction, an upper bound)
-  readPos = -1; // last position whose token has been processed
-  phase: "queued" | "prefill" | "decode" | "finished" = "queued";
-  ids: number[] = [];
-  text = "";
-  sampled = 0;
-  decoder: StreamDecoder | null = null;
-  stopper: StopMatcher;
-  stopSeq: string | null = null;
-  tStart = performance.now();
-  tFirst = 0;
-  tLast = 0;
-  constructor(readonly id: number, readonly req: GenerateRequest, readonly gen: Generation) {
-    this.stopper = new StopMatcher(req.stop ?? []);
-  }
-}
 
 interface Group {
   ranges: { seq: Seq; start: number; len: number }[];
@@ -242,7 +218,8 @@ export class Scheduler {
       pre = this.#active.find((s) => s.phase === "prefill");
       if (!pre && !decoding.length) return null;
       steps = pre ? 1 : Math.min(this.stepsPerSubmit, Math.max(...decoding.map((s) => s.limit - s.encPos)));
-      // Alone, a prompt takes the big chunks; with decodes in the step, the small ones keep their waits short.
+      // Alone, a prompt takes the big chunks; with decodes in the step, the small ones keep their waits
+      // short.
       chunk = pre
         ? Math.min(
           decoding.length ? eng.prefillChunk : eng.soloPrefillChunk,
@@ -360,54 +337,14 @@ export class Scheduler {
       const words = data.subarray(off, off + r.len);
       off += r.len;
       if (s.phase === "finished") continue;
-      const gpuPos = data[s.slot * 4];
-      const out: number[] = [];
-      let text = "";
-      let reason: FinishReason | null = null;
-      for (let p = r.start; p < r.start + r.len && p <= gpuPos; p++) {
-        if (p <= s.readPos) continue;
-        s.readPos = p;
-        const tok = words[p - r.start];
-        s.sampled++;
-        if (!s.tFirst) s.tFirst = now;
-        s.tLast = now;
-        if (this.engine.eosIds.includes(tok)) {
-          reason = "stop";
-          break;
-        }
-        s.ids.push(tok);
-        out.push(tok);
-        const piece = s.decoder ? s.decoder.push(tok) : "";
-        const st = s.stopper.push(piece);
-        text += st.emit;
-        if (st.stopped !== null) {
-          reason = "stop";
-          s.stopSeq = st.stopped;
-          break;
-        }
-        if (s.sampled >= s.req.maxTokens) {
-          reason = "length";
-          break;
-        }
-      }
-      if (out.length || text) {
-        s.text += text;
-        s.gen.push({ ids: out, text });
-      }
+      const reason = s.take(words, r.start, data[s.slot * 4], this.engine.eosIds, now);
       if (reason) this.#finish(s, reason);
     }
   }
 
   #finish(s: Seq, reason: FinishReason, error?: Error): void {
     if (s.phase === "finished") return;
-    if (reason !== "stop" || !s.stopSeq) {
-      // Release text held back for a possible stop string or an incomplete character.
-      const tail = (s.decoder ? s.stopper.push(s.decoder.flush()).emit : "") + s.stopper.flush();
-      if (tail && reason !== "cancelled" && reason !== "error") {
-        s.text += tail;
-        s.gen.push({ ids: [], text: tail });
-      }
-    }
+    s.flush(reason);
     const wasActive = s.phase !== "queued";
     s.phase = "finished";
     this.#queue = this.#queue.filter((x) => x !== s);
@@ -416,22 +353,8 @@ export class Scheduler {
       this.engine.kv.release(s.pages);
       this.engine.slots.release(s.slot);
     }
-    const end = s.tLast || performance.now();
-    const ttft = s.tFirst ? s.tFirst - s.tStart : 0;
-    const result: GenerationResult = {
-      tokenIds: s.ids,
-      text: s.text,
-      finishReason: reason,
-      stopSequence: s.stopSeq,
-      promptTokens: s.req.prompt.length,
-      completionTokens: s.sampled,
-      ttftMs: ttft,
-      prefillTps: ttft ? s.req.prompt.length / (ttft / 1000) : 0,
-      decodeTps: s.sampled > 1 && end > s.tFirst ? (s.sampled - 1) / ((end - s.tFirst) / 1000) : 0,
-      totalMs: end - s.tStart,
-      error,
-    };
-    this.#emit({ type: "finish", id: s.id, reason, completionTokens: s.sampled, ttftMs: ttft });
+    const result = s.result(reason, error);
+    this.#emit({ type: "finish", id: s.id, reason, completionTokens: s.sampled, ttftMs: result.ttftMs });
     s.gen.close(result);
   }
 }

@@ -35,7 +35,9 @@ export interface Segment {
 export interface StepLayout {
   decode: number;
   segments: Segment[];
-  /** "sampled": logits for decode rows and final-segment ends, then sampling; "all": every row, no sampling. */
+  /**
+   * "sampled": logits for decode rows and final-segment ends, then sampling; "all": every row, no sampling.
+   */
   logits: "sampled" | "all";
   /**
    * Some row's sequence is constrained: grammar mask before sampling, grammar advance after ("sampled"

@@ -34,7 +34,9 @@ export interface GpuInfo {
   maxInvocations: number;
   uniformAlign: number;
   storageAlign: number;
-  /** WGSL has `dot4I8Packed` (language feature packed_4x8_integer_dot_product): the int8-x matmuls need it. */
+  /**
+   * WGSL has `dot4I8Packed` (language feature packed_4x8_integer_dot_product): the int8-x matmuls need it.
+   */
   int8Dot: boolean;
 }
 

@@ -1,7 +1,8 @@
 /**
- * A tiny WGSL preprocessor: `#include "lib/x.wgsl"`, `#define NAME` (no value), `#ifdef NAME`, `#ifndef NAME`, `#if NAME` (defined and
- * truthy), `#elif NAME`, `#else`, `#endif`, and `{{NAME}}` replaced by the define's value. Nothing else: shapes
- * and tile sizes are WGSL `override` constants, so shaders stay readable files and never strings built in TS.
+ * A tiny WGSL preprocessor: `#include "lib/x.wgsl"`, `#define NAME` (no value), `#ifdef NAME`,
+ * `#ifndef NAME`, `#if NAME` (defined and truthy), `#elif NAME`, `#else`, `#endif`, and `{{NAME}}` replaced
+ * by the define's value. Nothing else: shapes and tile sizes are WGSL `override` constants, so shaders stay
+ * readable files and never strings built in TS.
  * @module
  */
 

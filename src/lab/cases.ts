@@ -5,7 +5,8 @@
  * @example Check an edited shader against the reference, then time it against the adapter's ceilings:
  * ```ts
  * const c = caseFor("rms_norm.wgsl");
- * const r = await withShader(gpu, "rms_norm.wgsl", editedText, () => runCase(gpu, c, { shape: c.small, iters: 20 }));
+ * const r = await withShader(gpu, "rms_norm.wgsl", editedText, () =>
+ *   runCase(gpu, c, { shape: c.small, iters: 20 }));
  * // r.ok, r.outputs (max error per output, first failures), r.timing.medianMs, r.cost.bytes / r.cost.flops
  * const ceil = await measureCeilings(gpu); // ceil.readGBs, ceil.f32GFlops, ceil.f16GFlops
  * ```
@@ -13,7 +14,8 @@
  */
 import { ShapeError } from "../errors.ts";
 import type { KernelCase } from "./case.ts";
-import { attentionDecodeCase, attentionPrefillCase } from "./cases/attention.ts";
+import { attentionDecodeCase } from "./cases/attention_decode.ts";
+import { attentionPrefillCase } from "./cases/attention_prefill.ts";
 import { siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";

@@ -1,6 +1,7 @@
 /**
  * Ceilings measured on the current adapter: streaming-read bandwidth (GB/s) and matmul compute rate
- * (GFLOP/s, f32 and f16; GOP/s on int8 with integer dot products). The kernel lab and the benchmark report kernels as a fraction of these.
+ * (GFLOP/s, f32 and f16; GOP/s on int8 with integer dot products). The kernel lab and the benchmark report
+ * kernels as a fraction of these.
  * Timing goes through harness.ts (timestamp queries when the adapter has them, otherwise wall clock over
  * many dispatches per submit); each measurement is several dispatches per pass so short kernels on fast
  * GPUs are not lost in pass overhead.
@@ -215,7 +216,9 @@ export async function probeMatmul(
   return { gflops: (2 * n ** 3) / (r.ms * 1e6), ms: r.ms, n, maxRelErr: r.maxRelErr };
 }
 
-/** Median ms per dispatch over `iters` passes of `reps` dispatches each (the dispatches recorded in `ctx`). */
+/**
+ * Median ms per dispatch over `iters` passes of `reps` dispatches each (the dispatches recorded in `ctx`).
+ */
 async function timed(
   set: BufferSet,
   ctx: OpContext,

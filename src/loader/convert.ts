@@ -138,7 +138,8 @@ export async function convert(opts: ConvertOptions): Promise<ConvertSummary> {
     };
     const bpw = summary.bitsPerWeight.toFixed(3);
     log(
-      `done: ${summary.quantized} tensors quantized (${bits}-bit, group ${groupSize}), ${summary.copied} copied` +
+      `done: ${summary.quantized} tensors quantized (${bits}-bit, group ${groupSize}), ` +
+        `${summary.copied} copied` +
         (dropped.length ? `, ${dropped.length} dropped` : "") +
         (skipped
           ? ` (${skipped} 2-D weights left unquantized: last dim not a multiple of ${groupSize})`
@@ -217,7 +218,10 @@ async function readConfig(source: DiskModelSource, files: string[]): Promise<Rec
   return config;
 }
 
-/** The model's tensors: the index's shards, else every `model*.safetensors` (as mlx-lm globs; skips goldens etc.). */
+/**
+ * The model's tensors: the index's shards, else every `model*.safetensors` (as mlx-lm globs; skips goldens
+ * etc.).
+ */
 async function readInputTensors(source: DiskModelSource, files: string[]): Promise<Map<string, TensorEntry>> {
   if (files.includes("model.safetensors.index.json")) return (await readTensorIndex(source)).tensors;
   const shards = files.filter((f) => f.startsWith("model") && f.endsWith(".safetensors"));

@@ -14,7 +14,7 @@
  *   which is the same stream).
  *
  * Not every "MLX" checkpoint was made by this algorithm: test/fixtures/qwen3-mlx-4bit used a plain min/max
- * quantizer (bias = group min, bf16-rounded scale); test/loader/quantize_test.ts shows both and the
+ * quantizer (bias = group min, bf16-rounded scale); test/loader/convert_test.ts shows both and the
  * difference.
  * @module
  */
@@ -117,7 +117,8 @@ export function packAffine(q: Uint8Array, rows: number, cols: number, bits: numb
   if (q.length !== rows * cols || (cols * bits) % 32 !== 0) {
     throw new RangeError(`${q.length} values for shape [${rows}, ${cols}] at ${bits} bits`);
   }
-  // Rows are whole words (cols·bits is a multiple of 32), so one stream over the matrix equals per-row streams.
+  // Rows are whole words (cols·bits is a multiple of 32), so one stream over the matrix equals per-row
+  // streams.
   const weight = new Uint32Array((rows * cols * bits) / 32);
   for (let i = 0, bit = 0; i < q.length; i++, bit += bits) {
     const word = bit >>> 5;

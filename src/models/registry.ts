@@ -1,4 +1,7 @@
-/** `model_type` → architecture. Adding one is a new file named after the HF `model_type` plus a line here. @module */
+/**
+ * `model_type` → architecture. Adding one is a new file named after the HF `model_type` plus a line here.
+ * @module
+ */
 import { UnsupportedModelError } from "../errors.ts";
 import { llama } from "./llama.ts";
 import type { Architecture } from "./model.ts";

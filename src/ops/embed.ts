@@ -1,4 +1,7 @@
-/** Host wrapper of `embed.wgsl`: token rows of the (possibly quantized) embedding table into the f32 residual. @module */
+/**
+ * Host wrapper of `embed.wgsl`: token rows of the (possibly quantized) embedding table into the f32 residual.
+ * @module
+ */
 import { check, type OpContext, record } from "./context.ts";
 import { formatVariant, type Linear } from "./linear.ts";
 

@@ -69,7 +69,9 @@ export function specChars(spec: PromptSpec): number {
 
 export interface RenderedPrompt {
   ids: number[];
-  /** Text the template put after the generation prompt to force a call (tool_choice); parsed with the output. */
+  /**
+   * Text the template put after the generation prompt to force a call (tool_choice); parsed with the output.
+   */
   forced: string;
   /** Tool-call parsing applies to the output. */
   parseTools: boolean;

@@ -56,7 +56,8 @@ const CALL_HEAD = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s
  *
  * @example
  * const p = new ToolCallParser();
- * p.push('Sure.\n<tool_call>{"name": "ls", "arguments": {"d'); // text "Sure." (the call is not committed yet)
+ * // text "Sure." (the call is not committed yet):
+ * p.push('Sure.\n<tool_call>{"name": "ls", "arguments": {"d');
  * p.push('": 1}}</tool_call>');   // call_start ls, call_args '{"d": 1}', call_end '{"d": 1}'
  */
 export class ToolCallParser {

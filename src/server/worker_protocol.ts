@@ -83,7 +83,9 @@ export type WireResult = Omit<GenerationResult, "error"> & { error?: WireError }
 
 /** Facts the HTTP thread needs before it sends text to be tokenized. */
 export interface PromptInfo {
-  /** UTF-16 length of the longest token's text: a prompt of C characters has at least C / this many tokens. */
+  /**
+   * UTF-16 length of the longest token's text: a prompt of C characters has at least C / this many tokens.
+   */
   maxTokenChars: number;
   hasChatTemplate: boolean;
 }
@@ -108,7 +110,9 @@ export type PromptReply =
 export type WirePrompt = Omit<RenderedPrompt, "ids"> & {
   ids: Uint32Array;
   grammar?: ByteDfa;
-  /** Tokens of the system turns, tools and last user turn alone (counted only for a prompt over the window). */
+  /**
+   * Tokens of the system turns, tools and last user turn alone (counted only for a prompt over the window).
+   */
   fixedTokens?: number;
 };
 

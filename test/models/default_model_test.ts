@@ -98,58 +98,66 @@ describe("the decode loop", () => {
     expect(many.text).toEqual(one.text);
   });
 
-  test("a prefill on an idle GPU submitted in two parts (headStart) gives the same ids as one submit", async () => {
-    const prompt = golden[1].prompt_ids;
-    const run = async (headStart: boolean) => {
-      const s = new Scheduler(engine, { stepsPerSubmit: 4, headStart });
-      const r = await s.submit({ prompt, maxTokens: 12 }).result;
-      await s.close();
-      return r;
-    };
-    const whole = await run(false);
-    const split = await run(true);
-    expect(whole.completionTokens).toBe(12);
-    expect(split.tokenIds).toEqual(whole.tokenIds);
-  });
+  test(
+    "a prefill on an idle GPU submitted in two parts (headStart) gives the same ids as one " +
+      "submit",
+    async () => {
+      const prompt = golden[1].prompt_ids;
+      const run = async (headStart: boolean) => {
+        const s = new Scheduler(engine, { stepsPerSubmit: 4, headStart });
+        const r = await s.submit({ prompt, maxTokens: 12 }).result;
+        await s.close();
+        return r;
+      };
+      const whole = await run(false);
+      const split = await run(true);
+      expect(whole.completionTokens).toBe(12);
+      expect(split.tokenIds).toEqual(whole.tokenIds);
+    },
+  );
 
-  test("a prompt alone is prefilled in solo chunks, beside a decoding sequence in small ones; same ids", async () => {
-    const e = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
-      contextWindow: 512,
-      maxBatch: 2,
-      prefillChunk: 16,
-      soloPrefillChunk: 64,
-      warmup: false,
-    });
-    const s = new Scheduler(e, { stepsPerSubmit: 4 });
-    try {
-      const seen = new Map<number, number[]>();
-      s.listeners.add((ev) => {
-        if (ev.type === "prefill") seen.set(ev.id, [...(seen.get(ev.id) ?? []), ev.processed]);
+  test(
+    "a prompt alone is prefilled in solo chunks, beside a decoding sequence in small ones; " +
+      "same ids",
+    async () => {
+      const e = await Engine.load(new DiskModelSource(DEFAULT_MODEL), {
+        contextWindow: 512,
+        maxBatch: 2,
+        prefillChunk: 16,
+        soloPrefillChunk: 64,
+        warmup: false,
       });
-      const prompt = Array.from(
-        { length: 150 },
-        (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length],
-      );
-      const alone = s.submit({ prompt, maxTokens: 6 });
-      const ra = await alone.result;
-      expect(seen.get(alone.id)).toEqual([64, 128, 150]);
-      // Another sequence decoding: wait for its first token, then the same prompt goes in 16-row chunks.
-      const ac = new AbortController();
-      const other = s.submit({ prompt: golden[0].prompt_ids, maxTokens: 400, signal: ac.signal });
-      for await (const _ of other.chunks()) break;
-      const beside = s.submit({ prompt, maxTokens: 6 });
-      const rb = await beside.result;
-      ac.abort();
-      const ro = await other.result;
-      expect(seen.get(beside.id)).toEqual([...Array.from({ length: 9 }, (_, i) => 16 * (i + 1)), 150]);
-      expect(ro.finishReason).toBe("cancelled");
-      expect(ra.completionTokens).toBe(6);
-      expect(rb.tokenIds).toEqual(ra.tokenIds);
-    } finally {
-      await s.close();
-      e.destroy();
-    }
-  });
+      const s = new Scheduler(e, { stepsPerSubmit: 4 });
+      try {
+        const seen = new Map<number, number[]>();
+        s.listeners.add((ev) => {
+          if (ev.type === "prefill") seen.set(ev.id, [...(seen.get(ev.id) ?? []), ev.processed]);
+        });
+        const prompt = Array.from(
+          { length: 150 },
+          (_, i) => golden[1].prompt_ids[i % golden[1].prompt_ids.length],
+        );
+        const alone = s.submit({ prompt, maxTokens: 6 });
+        const ra = await alone.result;
+        expect(seen.get(alone.id)).toEqual([64, 128, 150]);
+        // Another sequence decoding: wait for its first token, then the same prompt goes in 16-row chunks.
+        const ac = new AbortController();
+        const other = s.submit({ prompt: golden[0].prompt_ids, maxTokens: 400, signal: ac.signal });
+        for await (const _ of other.chunks()) break;
+        const beside = s.submit({ prompt, maxTokens: 6 });
+        const rb = await beside.result;
+        ac.abort();
+        const ro = await other.result;
+        expect(seen.get(beside.id)).toEqual([...Array.from({ length: 9 }, (_, i) => 16 * (i + 1)), 150]);
+        expect(ro.finishReason).toBe("cancelled");
+        expect(ra.completionTokens).toBe(6);
+        expect(rb.tokenIds).toEqual(ra.tokenIds);
+      } finally {
+        await s.close();
+        e.destroy();
+      }
+    },
+  );
 
   test("decoding past one attention split (KV > 256) agrees with the prefill path", async () => {
     // 300 prompt tokens: decode attention then spans two splits and merges them in attention_combine.
@@ -171,14 +179,18 @@ describe("the decode loop", () => {
     }
   });
 
-  test("int8-x matmuls (forced onto this model's small matrices, prefill too, split-K on and off) keep the golden ids, alone and batched", async () => {
-    // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs decode through
-    // matmul_vec_q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and prefill through
-    // matmul_tiled_x8.wgsl, alone and split along K (this engine's 512-row chunks take split-K for o and down).
-    // Int8 x moves this model's logits by 0.048 on average (0.42 at most over 80 rows × the vocab), so a
-    // divergence from the float64 golden is accepted where its top-2 gap is under INT8_NEAR_TIE.
-    for (const splitK of [1, 2]) await int8Run(splitK);
-  });
+  test(
+    "int8-x matmuls (forced onto this model's small matrices, prefill too, " +
+      "split-K on and off) keep the golden ids, alone and batched",
+    async () => {
+      // The engine takes int8 x only for 4-bit matrices of ≥ 4M weights; forcing it here runs decode through
+      // matmul_vec_q4x8.wgsl (fused norm, SwiGLU and residual epilogues, blocks of rows) and prefill through
+      // matmul_tiled_x8.wgsl, alone and split along K (this engine's 512-row chunks take split-K for o and
+      // down). Int8 x moves this model's logits by 0.048 on average (0.42 at most over 80 rows × the vocab),
+      // so a divergence from the float64 golden is accepted where its top-2 gap is under INT8_NEAR_TIE.
+      for (const splitK of [1, 2]) await int8Run(splitK);
+    },
+  );
 
   async function int8Run(splitK: number): Promise<void> {
     const INT8_NEAR_TIE = 0.25;

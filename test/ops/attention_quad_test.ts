@@ -8,14 +8,14 @@
  *  - its bits do not depend on the key tile (16, 32, 64 keys), as the scheduler's chunking requires;
  *  - it is the kernel taken: its bits differ from the two-vector kernel's (`quad: false`) on the same inputs,
  *    and with `hqk` from f32 q·k's.
- * Tolerance: as test/ops/attention_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last term
- * the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q alike;
- * f16 with `hqk`, the engine's default, the same against a reference whose scores are summed as the kernel
- * sums them: q·scale in f16, chains of eight f16 fused multiply-adds).
+ * Tolerance: as test/ops/attention_prefill_test.ts (f16 |d| ≤ 5e-4 + 2e-3·|ref| + 10·2^-11·Σw|v|, the last
+ * term the f16 P·V's rounding bound; q8 the same over the dequantized cache, its reference quantizing q
+ * alike; f16 with `hqk`, the engine's default, the same against a reference whose scores are summed as the
+ * kernel sums them: q·scale in f16, chains of eight f16 fused multiply-adds).
  * A 1% error in a quarter of the P·V partials fails the checks (tried once, on both caches).
  */
 import { describe, expect, test } from "vitest";
-import { attentionPrefillCase } from "../../src/lab/cases/attention.ts";
+import { attentionPrefillCase } from "../../src/lab/cases/attention_prefill.ts";
 import type { Gpu } from "../../src/gpu/device.ts";
 import type { PrefillAttentionProfile } from "../../src/gpu/profile.ts";
 import { devices, expectBitwise, expectCase, outputsOf } from "../util/lab.ts";

@@ -32,29 +32,35 @@ describe("registry", () => {
     expect(caseFor("wgsl/attention_combine.wgsl")).toBe(caseFor("attention_decode"));
   });
 
-  test("every case: shapes resolve, costs are finite, tolerances cover both dtypes, inputs hold no zeros", () => {
-    for (const c of CASES) {
-      for (const shape of [c.defaults, c.small]) {
-        const s = resolveShape(c, shape);
+  test(
+    "every case: shapes resolve, costs are finite, tolerances cover both dtypes, " +
+      "inputs hold no zeros",
+    () => {
+      for (const c of CASES) {
+        for (const shape of [c.defaults, c.small]) {
+          const s = resolveShape(c, shape);
+          for (const act of ["f16", "f32"] as const) {
+            const cost = c.cost(s, act);
+            expect(Number.isFinite(cost.bytes) && cost.bytes > 0, c.files[0]).toBe(true);
+            expect(Number.isFinite(cost.flops) && cost.flops >= 0, c.files[0]).toBe(true);
+            for (const t of Object.values(c.tolerance(s, act))) {
+              expect(t.atol >= 0 && t.rtol >= 0, c.files[0]).toBe(true);
+            }
+          }
+        }
         for (const act of ["f16", "f32"] as const) {
-          const cost = c.cost(s, act);
-          expect(Number.isFinite(cost.bytes) && cost.bytes > 0, c.files[0]).toBe(true);
-          expect(Number.isFinite(cost.flops) && cost.flops >= 0, c.files[0]).toBe(true);
-          for (const t of Object.values(c.tolerance(s, act))) {
-            expect(t.atol >= 0 && t.rtol >= 0, c.files[0]).toBe(true);
+          const inputs = c.make(resolveShape(c, c.small), new Rng(3), { act, maxBinding: 2 ** 27 });
+          for (const [k, v] of Object.entries(inputs)) {
+            if (v instanceof Float64Array) {
+              expect(v.indexOf(0), `${c.files[0]} input ${k} has a zero`).toBe(-1);
+            }
           }
         }
       }
-      for (const act of ["f16", "f32"] as const) {
-        const inputs = c.make(resolveShape(c, c.small), new Rng(3), { act, maxBinding: 2 ** 27 });
-        for (const [k, v] of Object.entries(inputs)) {
-          if (v instanceof Float64Array) expect(v.indexOf(0), `${c.files[0]} input ${k} has a zero`).toBe(-1);
-        }
-      }
-    }
-    expect(() => resolveShape(caseFor("matmul_vec"), { Q: 3 })).toThrow(/unknown shape key "Q"/);
-    expect(() => resolveShape(caseFor("matmul_vec"), { M: "x" })).toThrow(/needs a number/);
-  });
+      expect(() => resolveShape(caseFor("matmul_vec"), { Q: 3 })).toThrow(/unknown shape key "Q"/);
+      expect(() => resolveShape(caseFor("matmul_vec"), { M: "x" })).toThrow(/needs a number/);
+    },
+  );
 });
 
 describe("edited shaders run through the same check", () => {
@@ -169,7 +175,8 @@ describe("references on hand-worked values", () => {
         qkv,
         invFreq: new Float64Array([0.5]),
       });
-    expect([...at(0).q]).toEqual([2, 4, 3, 4]); // dims past rot pass through unscaled (HF: mscale rides on cos/sin)
+    // dims past rot pass through unscaled (HF: mscale rides on cos/sin)
+    expect([...at(0).q]).toEqual([2, 4, 3, 4]);
     const th = Math.fround(3 * 0.5);
     const q3 = at(3).q;
     expect(q3[0]).toBeCloseTo(2 * (Math.cos(th) - 2 * Math.sin(th)), 12);

@@ -69,7 +69,8 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x (matmul_tiled_x8.wgsl, 4-bit): group sizes 32/64/128, every epilogue, 64×64 and 64×128 tiles crossed, row0, shards",
+      "int8 x (matmul_tiled_x8.wgsl, 4-bit): group sizes 32/64/128, every epilogue, " +
+        "64×64 and 64×128 tiles crossed, row0, shards",
       on(path, async (gpu) => {
         const shapes: Record<string, number | string>[] = [
           { w: "q4g32", scale: "f16", K: 224, M: 37, N: 133, out: "act", bias: 0 },
@@ -92,8 +93,8 @@ for (const path of ["f16", "f32"] as const) {
         // wideN 4096: these small grids take 64-column tiles (NARROW_TILE, 128 lanes, the next stage fetched
         // during the multiply); wideN 1 or wideTileMinWorkgroups 0: 128-column tiles (the next stage fetched
         // right before it is stored); two 32-value sub-tiles per stage (K = 224, 2560, 384, 320: odd and even
-        // sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which applies the epilogue
-        // (bias, add, act), in narrow and wide tiles.
+        // sub-tile counts); splitK: K summed in 2 or 3 parts by matmul_splitk.wgsl, which applies the
+        // epilogue (bias, add, act), in narrow and wide tiles.
         for (
           const t of [
             { wideN: 4096 },
@@ -113,7 +114,8 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x: both tile shapes give the same bits (64 columns fetched ahead, 128 fetched right before the store)",
+      "int8 x: both tile shapes give the same bits (64 columns fetched ahead, " +
+        "128 fetched right before the store)",
       on(path, async (gpu) => {
         for (const s of [{ K: 224, N: 70 }, { K: 320, N: 133 }]) {
           const i = matmulInputs(gpu, "tiled", { w: "q4g32", x8: 1, M: 67, ...s });

@@ -34,7 +34,8 @@ for (const path of ["f16", "f32"] as const) {
     test(
       "M = 1, 3, 5, 13 for Q4, Q8, general-bit and 16-bit paths, short and long K",
       on(path, async (gpu) => {
-        // K = 2176 (68 units) and 16-bit K = 1096 need more lanes per column than a subgroup (tree reduction).
+        // K = 2176 (68 units) and 16-bit K = 1096 need more lanes per column than a subgroup (tree
+        // reduction).
         for (
           const s of [
             { w: "q4g64", K: 320, x8: 1 },
@@ -64,7 +65,8 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "profile shapes: 2 and 4 columns per team, 1 and 3 chunks per lane, 128-lane workgroups, teams of 8 and 96 lanes",
+      "profile shapes: 2 and 4 columns per team, 1 and 3 chunks per lane, 128-lane workgroups, " +
+        "teams of 8 and 96 lanes",
       on(path, async (gpu) => {
         const variants: Partial<MatmulProfile["vector"]>[] = [
           { columnsPerTeam: 2 },
@@ -130,7 +132,8 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "fused SwiGLU (W = [gate | up], 4-bit): h = silu(gate)·up, with and without the fused norm, I odd, row0 > 0",
+      "fused SwiGLU (W = [gate | up], 4-bit): h = silu(gate)·up, with and without the fused norm, I odd, " +
+        "row0 > 0",
       on(path, async (gpu) => {
         for (
           const [k, s] of [
@@ -158,7 +161,8 @@ for (const path of ["f16", "f32"] as const) {
     );
 
     test(
-      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows or one, workgroups of 32-256 lanes, every epilogue",
+      "int8 x (4-bit): group sizes 32/64/128, long K, blocks of 4 rows or one, " +
+        "workgroups of 32-256 lanes, every epilogue",
       on(path, async (gpu) => {
         for (const WG of [32, 128, 256]) {
           const g = gpu.withProfile({ matmul: { vectorInt8: { workgroupSize: WG, wideWorkgroupSize: WG } } });
@@ -168,7 +172,8 @@ for (const path of ["f16", "f32"] as const) {
               { w: "q4g128", K: 384, M: 5, N: 67, out: "act", norm: 1, bias: 0 },
               { w: "q4g64", K: 2560, M: 9, N: 45, out: "f32", norm: 1, bias: 1 },
               { w: "q4g64", K: 4096, M: 1, N: 38, out: "swiglu", norm: 1, bias: 0 },
-              // Four rows of int8 x would pass 32 KiB of workgroup memory: rows one at a time (MB = 1) on such devices.
+              // Four rows of int8 x would pass 32 KiB of workgroup memory: rows one at a time (MB = 1) on
+              // such devices.
               { w: "q4g64", K: 8192, M: 6, N: 21, out: "f32", norm: 1, bias: 0 },
             ].entries()
           ) {

@@ -29,27 +29,31 @@ const full: GpuInfo = {
 };
 
 describe("kernel profile", () => {
-  test("defaults: the measured values, with what the adapter cannot run switched off and sizes capped", () => {
-    const p = defaultProfile(full);
-    expect({ ...p, adapter: undefined }).toEqual({ ...structuredClone(TUNED), adapter: undefined });
-    const bare = defaultProfile({
-      ...full,
-      f16: false,
-      subgroups: false,
-      subgroupMinSize: 0,
-      subgroupMaxSize: 0,
-      maxInvocations: 256,
-    });
-    expect(bare.matmul.vectorInt8.enabled).toBe(false);
-    expect(bare.matmul.tiled.int8).toBe(false);
-    expect(bare.decodeAttention.fourKeysPerStep).toBe(false);
-    expect(bare.decodeAttention.combineWorkgroupSize).toBe(256);
-    expect(bare.prefillAttention.quad).toBe(false);
-    expect(bare.prefillAttention.f16QK).toBe(false);
-    // Subgroups of varying size rule out int8 x only.
-    const varying = defaultProfile({ ...full, subgroupMinSize: 8 });
-    expect([varying.matmul.tiled.int8, varying.decodeAttention.fourKeysPerStep]).toEqual([false, true]);
-  });
+  test(
+    "defaults: the measured values, with what the adapter cannot run switched off and sizes " +
+      "capped",
+    () => {
+      const p = defaultProfile(full);
+      expect({ ...p, adapter: undefined }).toEqual({ ...structuredClone(TUNED), adapter: undefined });
+      const bare = defaultProfile({
+        ...full,
+        f16: false,
+        subgroups: false,
+        subgroupMinSize: 0,
+        subgroupMaxSize: 0,
+        maxInvocations: 256,
+      });
+      expect(bare.matmul.vectorInt8.enabled).toBe(false);
+      expect(bare.matmul.tiled.int8).toBe(false);
+      expect(bare.decodeAttention.fourKeysPerStep).toBe(false);
+      expect(bare.decodeAttention.combineWorkgroupSize).toBe(256);
+      expect(bare.prefillAttention.quad).toBe(false);
+      expect(bare.prefillAttention.f16QK).toBe(false);
+      // Subgroups of varying size rule out int8 x only.
+      const varying = defaultProfile({ ...full, subgroupMinSize: 8 });
+      expect([varying.matmul.tiled.int8, varying.decodeAttention.fourKeysPerStep]).toEqual([false, true]);
+    },
+  );
 
   test("overrides change only the fields given; unknown fields and wrong types are refused", () => {
     const base = defaultProfile(full);

@@ -281,7 +281,8 @@ for (const path of ["f16", "f32"] as const) {
           for (const r of checkSample(got, i)) expect(r.ok, describeReport(r)).toBe(true);
           expect(got.logits[7]).toBeCloseTo(3 - (3 * 0.3 + 0.2), 6); // 1.9
           expect(got.logits[11]).toBe(Math.fround(2.45)); // outside the window: untouched
-          expect(got.logits[20]).toBeCloseTo(row[20] - (10 * 0.3 + 0.2), 5); // 10 of the window's 64 are id 20
+          // 10 of the window's 64 are id 20
+          expect(got.logits[20]).toBeCloseTo(row[20] - (10 * 0.3 + 0.2), 5);
           expect(picksOf(got, i)).toEqual([9]); // 7 fell to 1.9, below 9 (2.5) and 11 (2.45)
         } finally {
           b.destroy();

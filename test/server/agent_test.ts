@@ -52,177 +52,194 @@ async function health(): Promise<any> {
 }
 
 describe("a long prompt does not block the server", () => {
-  test("SSE headers come at once, /health and /events answer during the prefill, max_tokens is clamped", async () => {
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: auth,
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: `def run(values):\n${code(900)}` }],
-        max_tokens: 32000,
-        temperature: 0,
-        stream: true,
-        stream_options: { include_usage: true },
-      }),
-    });
-    expect(res.status).toBe(200);
-    const id = res.headers.get("flint-sequence-id")!;
-    // One request's events only, with estimates between the chunk's start and its end.
-    const feed = await fetch(`${server.url}/events?id=${id}`, { headers: auth });
-    const events: any[] = [];
-    const feedDone = (async () => {
-      for await (const e of sseEvents(feed)) {
-        const x = JSON.parse(e.data);
-        events.push(x);
-        if (x.type === "finish") break;
-      }
-    })();
-    // /health answers before the first token exists (the prompt is one 2048-row chunk on the GPU).
-    let first = "";
-    const healthDuring: any[] = [];
-    const polling = (async () => {
-      while (!first) {
-        const h = await health();
-        if (!first) healthDuring.push(h);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    })();
-    let usage: any = null;
-    let finish = "";
-    for await (const e of sseEvents(res)) {
-      if (e.data === "[DONE]") break;
-      const x = JSON.parse(e.data);
-      const c = x.choices?.[0];
-      if (c?.delta?.content) first ||= c.delta.content;
-      if (c?.finish_reason) finish = c.finish_reason;
-      if (x.usage) usage = x.usage;
-    }
-    first ||= "(none)";
-    await polling;
-    await feedDone;
-    expect(healthDuring.some((h) => h.running === 1 && h.kv.used_pages > 0)).toBe(true);
-    expect(usage.prompt_tokens).toBeGreaterThan(800);
-    // 32000 asked, the room left given: the reply runs to the end of the window.
-    expect(finish).toBe("length");
-    expect(usage.prompt_tokens + usage.completion_tokens).toBe(CTX);
-    expect(events[0].type).toBe("ready");
-    expect(events.slice(1).every((x) => x.id === Number(id))).toBe(true);
-    const estimated = events.filter((x) => x.type === "prefill" && x.estimated);
-    expect(estimated.length).toBeGreaterThan(0);
-    for (const x of estimated) expect(x.processed > 0 && x.processed < x.total).toBe(true);
-    const shown = estimated.map((x) => x.processed);
-    expect(shown).toEqual([...shown].sort((a, b) => a - b));
-    expect(events.filter((x) => x.type === "prefill" && !x.estimated).at(-1).processed).toBe(
-      usage.prompt_tokens,
-    );
-  });
-
-  test("Anthropic, as Claude Code asks: pings while the prompt is read, max_tokens 32000 clamped", async () => {
-    const res = await fetch(`${server.url}/v1/messages?beta=true`, {
-      method: "POST",
-      headers: { ...auth, "anthropic-version": "2023-06-01" },
-      body: JSON.stringify({
-        model: "claude-opus-4-5",
-        max_tokens: 32000,
-        stream: true,
-        messages: [{ role: "user", content: `def run(values):\n${code(850)}` }],
-      }),
-    });
-    const names: string[] = [];
-    let usage: any = {};
-    let stop = "";
-    for await (const e of sseEvents(res)) {
-      names.push(e.event!);
-      const x = JSON.parse(e.data);
-      if (x.type === "message_start") usage = { ...x.message.usage };
-      if (x.type === "message_delta") {
-        usage.output_tokens = x.usage.output_tokens;
-        stop = x.delta.stop_reason;
-      }
-    }
-    const firstDelta = names.indexOf("content_block_delta");
-    expect(names[0]).toBe("message_start");
-    expect(names.slice(0, firstDelta)).toContain("ping"); // the prefill takes seconds on any software GPU
-    expect(usage.input_tokens + usage.output_tokens).toBeLessThanOrEqual(CTX);
-    if (stop === "max_tokens") expect(usage.input_tokens + usage.output_tokens).toBe(CTX);
-    const anthropic = new Anthropic({ baseURL: server.url, apiKey: KEY, maxRetries: 0 });
-    const e = await anthropic.messages.create({
-      model: "claude-local",
-      max_tokens: 8,
-      messages: [{ role: "user", content: code(1400) }],
-    }).catch((x) => x);
-    expect(e).toBeInstanceOf(Anthropic.BadRequestError);
-    expect(e.message).toMatch(new RegExp(`prompt is too long: \\d+ tokens > ${CTX - 1} maximum`));
-  });
-
-  test("overflow errors in the words each client matches; an unfixable one in words no client retries", async () => {
-    const post = (messages: unknown[]) =>
-      fetch(`${server.url}/v1/chat/completions`, {
+  test(
+    "SSE headers come at once, /health and /events answer during the prefill, " +
+      "max_tokens is clamped",
+    async () => {
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
         method: "POST",
         headers: auth,
-        body: JSON.stringify({ model: MODEL, messages, max_tokens: 8 }),
-      }).then(async (r) => ({ status: r.status, error: (await r.json()).error }));
-    // Long history, short last message: compacting would help. Codex reads the code, pi and opencode the text.
-    const history = Array.from({ length: 6 }, (_, i) => [
-      { role: "user", content: code(200) },
-      { role: "assistant", content: `step ${i} done` },
-    ]).flat();
-    const a = await post([{ role: "system", content: "You are terse." }, ...history, {
-      role: "user",
-      content: "next",
-    }]);
-    expect(a.status).toBe(400);
-    expect(a.error.code).toBe("context_length_exceeded");
-    expect(a.error.message).toMatch(/exceeds the context window/i);
-    // The last message alone is over the window: no compaction can help, so nothing may read as an overflow
-    // (opencode would compact and resend forever). Its patterns, from its source:
-    const b = await post([{ role: "user", content: "ok" }, { role: "assistant", content: "ok" }, {
-      role: "user",
-      content: code(1400),
-    }]);
-    expect(b.status).toBe(400);
-    expect(b.error.code).toBe("prompt_exceeds_window");
-    for (
-      const re of [
-        /prompt is too long/i,
-        /exceeds the context window/i,
-        /maximum context length/i,
-        /too many tokens/i,
-        /context[_ ]length[_ ]exceeded/i,
-        /request_too_large/i,
-        /token limit exceeded/i,
-        /greater than the context length/i,
-      ]
-    ) {
-      expect(b.error.message).not.toMatch(re);
-    }
-  });
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: "user", content: `def run(values):\n${code(900)}` }],
+          max_tokens: 32000,
+          temperature: 0,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
+      });
+      expect(res.status).toBe(200);
+      const id = res.headers.get("flint-sequence-id")!;
+      // One request's events only, with estimates between the chunk's start and its end.
+      const feed = await fetch(`${server.url}/events?id=${id}`, { headers: auth });
+      const events: any[] = [];
+      const feedDone = (async () => {
+        for await (const e of sseEvents(feed)) {
+          const x = JSON.parse(e.data);
+          events.push(x);
+          if (x.type === "finish") break;
+        }
+      })();
+      // /health answers before the first token exists (the prompt is one 2048-row chunk on the GPU).
+      let first = "";
+      const healthDuring: any[] = [];
+      const polling = (async () => {
+        while (!first) {
+          const h = await health();
+          if (!first) healthDuring.push(h);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      })();
+      let usage: any = null;
+      let finish = "";
+      for await (const e of sseEvents(res)) {
+        if (e.data === "[DONE]") break;
+        const x = JSON.parse(e.data);
+        const c = x.choices?.[0];
+        if (c?.delta?.content) first ||= c.delta.content;
+        if (c?.finish_reason) finish = c.finish_reason;
+        if (x.usage) usage = x.usage;
+      }
+      first ||= "(none)";
+      await polling;
+      await feedDone;
+      expect(healthDuring.some((h) => h.running === 1 && h.kv.used_pages > 0)).toBe(true);
+      expect(usage.prompt_tokens).toBeGreaterThan(800);
+      // 32000 asked, the room left given: the reply runs to the end of the window.
+      expect(finish).toBe("length");
+      expect(usage.prompt_tokens + usage.completion_tokens).toBe(CTX);
+      expect(events[0].type).toBe("ready");
+      expect(events.slice(1).every((x) => x.id === Number(id))).toBe(true);
+      const estimated = events.filter((x) => x.type === "prefill" && x.estimated);
+      expect(estimated.length).toBeGreaterThan(0);
+      for (const x of estimated) expect(x.processed > 0 && x.processed < x.total).toBe(true);
+      const shown = estimated.map((x) => x.processed);
+      expect(shown).toEqual([...shown].sort((a, b) => a - b));
+      expect(events.filter((x) => x.type === "prefill" && !x.estimated).at(-1).processed).toBe(
+        usage.prompt_tokens,
+      );
+    },
+  );
 
-  test("a 30 MB prompt is refused from its length, before tokenizing; count_tokens runs beside /health", async () => {
-    const huge = "x = 1; ".repeat(4_200_000); // 29.4 MB, under the 32 MB body limit
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: auth,
-      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: huge }], max_tokens: 4 }),
-    });
-    expect(res.status).toBe(400);
-    const body = await res.json();
-    // One message: compacting cannot help, so not an overflow code; counted from its length ("at least").
-    expect(body.error.code).toBe("prompt_exceeds_window");
-    expect(body.error.message).toMatch(/alone take at least \d+ tokens/);
-    // Counting a 2 MB prompt takes the prompt worker seconds; the HTTP thread answers meanwhile.
-    const counting = fetch(`${server.url}/v1/messages/count_tokens`, {
-      method: "POST",
-      headers: { ...auth, "anthropic-version": "2023-06-01" },
-      body: JSON.stringify({
-        model: "claude-x",
-        messages: [{ role: "user", content: "x = 1\n".repeat(350_000) }],
-      }),
-    });
-    expect((await health()).status).toBe("ok");
-    const counted = await (await counting).json();
-    expect(counted.input_tokens).toBeGreaterThan(350_000);
-  });
+  test(
+    "Anthropic, as Claude Code asks: pings while the prompt is read, " +
+      "max_tokens 32000 clamped",
+    async () => {
+      const res = await fetch(`${server.url}/v1/messages?beta=true`, {
+        method: "POST",
+        headers: { ...auth, "anthropic-version": "2023-06-01" },
+        body: JSON.stringify({
+          model: "claude-opus-4-5",
+          max_tokens: 32000,
+          stream: true,
+          messages: [{ role: "user", content: `def run(values):\n${code(850)}` }],
+        }),
+      });
+      const names: string[] = [];
+      let usage: any = {};
+      let stop = "";
+      for await (const e of sseEvents(res)) {
+        names.push(e.event!);
+        const x = JSON.parse(e.data);
+        if (x.type === "message_start") usage = { ...x.message.usage };
+        if (x.type === "message_delta") {
+          usage.output_tokens = x.usage.output_tokens;
+          stop = x.delta.stop_reason;
+        }
+      }
+      const firstDelta = names.indexOf("content_block_delta");
+      expect(names[0]).toBe("message_start");
+      expect(names.slice(0, firstDelta)).toContain("ping"); // the prefill takes seconds on any software GPU
+      expect(usage.input_tokens + usage.output_tokens).toBeLessThanOrEqual(CTX);
+      if (stop === "max_tokens") expect(usage.input_tokens + usage.output_tokens).toBe(CTX);
+      const anthropic = new Anthropic({ baseURL: server.url, apiKey: KEY, maxRetries: 0 });
+      const e = await anthropic.messages.create({
+        model: "claude-local",
+        max_tokens: 8,
+        messages: [{ role: "user", content: code(1400) }],
+      }).catch((x) => x);
+      expect(e).toBeInstanceOf(Anthropic.BadRequestError);
+      expect(e.message).toMatch(new RegExp(`prompt is too long: \\d+ tokens > ${CTX - 1} maximum`));
+    },
+  );
+
+  test(
+    "overflow errors in the words each client matches; " +
+      "an unfixable one in words no client retries",
+    async () => {
+      const post = (messages: unknown[]) =>
+        fetch(`${server.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: auth,
+          body: JSON.stringify({ model: MODEL, messages, max_tokens: 8 }),
+        }).then(async (r) => ({ status: r.status, error: (await r.json()).error }));
+      // Long history, short last message: compacting would help. Codex reads the code, pi and opencode the
+      // text.
+      const history = Array.from({ length: 6 }, (_, i) => [
+        { role: "user", content: code(200) },
+        { role: "assistant", content: `step ${i} done` },
+      ]).flat();
+      const a = await post([{ role: "system", content: "You are terse." }, ...history, {
+        role: "user",
+        content: "next",
+      }]);
+      expect(a.status).toBe(400);
+      expect(a.error.code).toBe("context_length_exceeded");
+      expect(a.error.message).toMatch(/exceeds the context window/i);
+      // The last message alone is over the window: no compaction can help, so nothing may read as an overflow
+      // (opencode would compact and resend forever). Its patterns, from its source:
+      const b = await post([{ role: "user", content: "ok" }, { role: "assistant", content: "ok" }, {
+        role: "user",
+        content: code(1400),
+      }]);
+      expect(b.status).toBe(400);
+      expect(b.error.code).toBe("prompt_exceeds_window");
+      for (
+        const re of [
+          /prompt is too long/i,
+          /exceeds the context window/i,
+          /maximum context length/i,
+          /too many tokens/i,
+          /context[_ ]length[_ ]exceeded/i,
+          /request_too_large/i,
+          /token limit exceeded/i,
+          /greater than the context length/i,
+        ]
+      ) {
+        expect(b.error.message).not.toMatch(re);
+      }
+    },
+  );
+
+  test(
+    "a 30 MB prompt is refused from its length, before tokenizing; " +
+      "count_tokens runs beside /health",
+    async () => {
+      const huge = "x = 1; ".repeat(4_200_000); // 29.4 MB, under the 32 MB body limit
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: huge }], max_tokens: 4 }),
+      });
+      expect(res.status).toBe(400);
+      const body = await res.json();
+      // One message: compacting cannot help, so not an overflow code; counted from its length ("at least").
+      expect(body.error.code).toBe("prompt_exceeds_window");
+      expect(body.error.message).toMatch(/alone take at least \d+ tokens/);
+      // Counting a 2 MB prompt takes the prompt worker seconds; the HTTP thread answers meanwhile.
+      const counting = fetch(`${server.url}/v1/messages/count_tokens`, {
+        method: "POST",
+        headers: { ...auth, "anthropic-version": "2023-06-01" },
+        body: JSON.stringify({
+          model: "claude-x",
+          messages: [{ role: "user", content: "x = 1\n".repeat(350_000) }],
+        }),
+      });
+      expect((await health()).status).toBe("ok");
+      const counted = await (await counting).json();
+      expect(counted.input_tokens).toBeGreaterThan(350_000);
+    },
+  );
 });
 
 describe("edges clients hit", () => {

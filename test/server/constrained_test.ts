@@ -118,27 +118,31 @@ describe("bundled model", () => {
     }
   });
 
-  test("OpenAI named tool, streamed: the arguments arrive in several deltas and match the whole reply", async () => {
-    const body = {
-      model: MODEL,
-      messages: ask,
-      tools: TOOLS,
-      max_tokens: 60,
-      temperature: 0,
-      tool_choice: { type: "function" as const, function: { name: "get_weather" } },
-    };
-    const whole = await openai.chat.completions.create(body);
-    const call = whole.choices[0].message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
-    expect(call.function.name).toBe("get_weather");
-    expectValidCall("get_weather", call.function.arguments);
-    const deltas: string[] = [];
-    for await (const chunk of await openai.chat.completions.create({ ...body, stream: true })) {
-      const d = chunk.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments;
-      if (d) deltas.push(d);
-    }
-    expect(deltas.length).toBeGreaterThan(1);
-    expect(deltas.join("")).toBe(call.function.arguments);
-  });
+  test(
+    "OpenAI named tool, streamed: the arguments arrive in several deltas and match the whole " +
+      "reply",
+    async () => {
+      const body = {
+        model: MODEL,
+        messages: ask,
+        tools: TOOLS,
+        max_tokens: 60,
+        temperature: 0,
+        tool_choice: { type: "function" as const, function: { name: "get_weather" } },
+      };
+      const whole = await openai.chat.completions.create(body);
+      const call = whole.choices[0].message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+      expect(call.function.name).toBe("get_weather");
+      expectValidCall("get_weather", call.function.arguments);
+      const deltas: string[] = [];
+      for await (const chunk of await openai.chat.completions.create({ ...body, stream: true })) {
+        const d = chunk.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments;
+        if (d) deltas.push(d);
+      }
+      expect(deltas.length).toBeGreaterThan(1);
+      expect(deltas.join("")).toBe(call.function.arguments);
+    },
+  );
 
   test("Anthropic tool_choice any and tool: a tool_use block with valid input", async () => {
     const tools = TOOLS.map((t) => ({

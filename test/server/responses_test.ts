@@ -117,36 +117,40 @@ describe("Responses API", () => {
     expect(again.arguments).toBe(done);
   });
 
-  test("namespace tools are flattened; a freeform tool's call comes back as custom_tool_call input", async () => {
-    const r = await client.responses.create({
-      model: MODEL,
-      input: "Patch it.",
-      tools: [
-        { type: "namespace", name: "fs", tools: [SHELL] } as any,
-        {
-          type: "custom",
-          name: "apply_patch",
-          description: "Applies a patch",
-          format: { type: "text" },
-        } as any,
-      ],
-      tool_choice: { type: "custom", name: "apply_patch" } as any,
-      max_output_tokens: 40,
-      temperature: 0,
-    });
-    const item = r.output.find((o) => o.type === "custom_tool_call") as any;
-    expect(item.name).toBe("apply_patch");
-    expect(typeof item.input).toBe("string");
-    const named = await client.responses.create({
-      model: MODEL,
-      input: "Run ls.",
-      tools: [{ type: "namespace", name: "fs", tools: [SHELL] } as any],
-      tool_choice: { type: "function", name: "fs.shell" },
-      max_output_tokens: 40,
-      temperature: 0,
-    });
-    expect((named.output.find((o) => o.type === "function_call") as any).name).toBe("fs.shell");
-  });
+  test(
+    "namespace tools are flattened; a freeform tool's call comes back as custom_tool_call " +
+      "input",
+    async () => {
+      const r = await client.responses.create({
+        model: MODEL,
+        input: "Patch it.",
+        tools: [
+          { type: "namespace", name: "fs", tools: [SHELL] } as any,
+          {
+            type: "custom",
+            name: "apply_patch",
+            description: "Applies a patch",
+            format: { type: "text" },
+          } as any,
+        ],
+        tool_choice: { type: "custom", name: "apply_patch" } as any,
+        max_output_tokens: 40,
+        temperature: 0,
+      });
+      const item = r.output.find((o) => o.type === "custom_tool_call") as any;
+      expect(item.name).toBe("apply_patch");
+      expect(typeof item.input).toBe("string");
+      const named = await client.responses.create({
+        model: MODEL,
+        input: "Run ls.",
+        tools: [{ type: "namespace", name: "fs", tools: [SHELL] } as any],
+        tool_choice: { type: "function", name: "fs.shell" },
+        max_output_tokens: 40,
+        temperature: 0,
+      });
+      expect((named.output.find((o) => o.type === "function_call") as any).name).toBe("fs.shell");
+    },
+  );
 
   test("hosted tools are ignored with a note; previous_response_id is refused", async () => {
     const res = await fetch(`${server.url}/v1/responses`, {

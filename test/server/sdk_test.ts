@@ -145,40 +145,44 @@ describe("openai SDK", () => {
     expect(["stop", "length", "tool_calls"]).toContain(r.choices[0].finish_reason);
   });
 
-  test("forced tool_choice: the streamed tool_calls deltas assemble to the non-streamed message", async () => {
-    const req = {
-      model: MODEL,
-      max_tokens: 40,
-      temperature: 0,
-      tools: [weatherTool],
-      tool_choice: { type: "function" as const, function: { name: "get_weather" } },
-      messages: [{ role: "user" as const, content: "Weather in Paris?" }],
-    };
-    const full = await openai.chat.completions.create(req);
-    const msg = full.choices[0].message;
-    const streamed = await openai.chat.completions.create({ ...req, stream: true });
-    let content = "";
-    const calls: { name: string; arguments: string }[] = [];
-    for await (const chunk of streamed) {
-      const d = chunk.choices[0]?.delta;
-      content += d?.content ?? "";
-      for (const tc of d?.tool_calls ?? []) {
-        calls[tc.index] ??= { name: "", arguments: "" };
-        calls[tc.index].name += tc.function?.name ?? "";
-        calls[tc.index].arguments += tc.function?.arguments ?? "";
+  test(
+    "forced tool_choice: the streamed tool_calls deltas assemble to the non-streamed " +
+      "message",
+    async () => {
+      const req = {
+        model: MODEL,
+        max_tokens: 40,
+        temperature: 0,
+        tools: [weatherTool],
+        tool_choice: { type: "function" as const, function: { name: "get_weather" } },
+        messages: [{ role: "user" as const, content: "Weather in Paris?" }],
+      };
+      const full = await openai.chat.completions.create(req);
+      const msg = full.choices[0].message;
+      const streamed = await openai.chat.completions.create({ ...req, stream: true });
+      let content = "";
+      const calls: { name: string; arguments: string }[] = [];
+      for await (const chunk of streamed) {
+        const d = chunk.choices[0]?.delta;
+        content += d?.content ?? "";
+        for (const tc of d?.tool_calls ?? []) {
+          calls[tc.index] ??= { name: "", arguments: "" };
+          calls[tc.index].name += tc.function?.name ?? "";
+          calls[tc.index].arguments += tc.function?.arguments ?? "";
+        }
       }
-    }
-    expect(content).toBe(msg.content ?? "");
-    expect(calls).toEqual(
-      (msg.tool_calls ?? []).map((c: any) => ({ name: c.function.name, arguments: c.function.arguments })),
-    );
-    // Constrained decoding: the reply is the call, with object arguments, never raw text.
-    expect(full.choices[0].finish_reason).toBe("tool_calls");
-    expect(msg.content).toBeNull();
-    expect((msg.tool_calls![0] as any).function.name).toBe("get_weather");
-    const args = JSON.parse((msg.tool_calls![0] as any).function.arguments);
-    expect(typeof args === "object" && !Array.isArray(args)).toBe(true);
-  });
+      expect(content).toBe(msg.content ?? "");
+      expect(calls).toEqual(
+        (msg.tool_calls ?? []).map((c: any) => ({ name: c.function.name, arguments: c.function.arguments })),
+      );
+      // Constrained decoding: the reply is the call, with object arguments, never raw text.
+      expect(full.choices[0].finish_reason).toBe("tool_calls");
+      expect(msg.content).toBeNull();
+      expect((msg.tool_calls![0] as any).function.name).toBe("get_weather");
+      const args = JSON.parse((msg.tool_calls![0] as any).function.arguments);
+      expect(typeof args === "object" && !Array.isArray(args)).toBe(true);
+    },
+  );
 
   test("completions and models", async () => {
     const c = await openai.completions.create({
@@ -235,36 +239,40 @@ describe("anthropic SDK", () => {
     content: "Write a python function that adds two numbers.",
   }];
 
-  test("messages: streaming gives the same content and usage as non-streaming; count_tokens agrees", async () => {
-    const full = await anthropic.messages.create(
-      greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
-    );
-    expect(full.type).toBe("message");
-    expect(full.stop_reason).toBe("max_tokens");
-    expect(full.usage.output_tokens).toBe(12);
-    const counted = await anthropic.messages.countTokens({
-      model: MODEL,
-      messages,
-      system: "You write code.",
-    });
-    expect(counted.input_tokens).toBe(full.usage.input_tokens);
+  test(
+    "messages: streaming gives the same content and usage as non-streaming; " +
+      "count_tokens agrees",
+    async () => {
+      const full = await anthropic.messages.create(
+        greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
+      );
+      expect(full.type).toBe("message");
+      expect(full.stop_reason).toBe("max_tokens");
+      expect(full.usage.output_tokens).toBe(12);
+      const counted = await anthropic.messages.countTokens({
+        model: MODEL,
+        messages,
+        system: "You write code.",
+      });
+      expect(counted.input_tokens).toBe(full.usage.input_tokens);
 
-    const events: string[] = [];
-    const stream = anthropic.messages.stream(
-      greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
-    );
-    stream.on("streamEvent", (e) => events.push(e.type));
-    const final = await stream.finalMessage();
-    expect(final.content).toEqual(full.content);
-    expect(final.stop_reason).toBe("max_tokens");
-    expect(final.usage.input_tokens).toBe(full.usage.input_tokens);
-    expect(final.usage.output_tokens).toBe(full.usage.output_tokens);
-    expect(events[0]).toBe("message_start");
-    expect(events.slice(-2)).toEqual(["message_delta", "message_stop"]);
-    expect(events).toContain("content_block_start");
-    expect(events).toContain("content_block_delta");
-    expect(events).toContain("content_block_stop");
-  });
+      const events: string[] = [];
+      const stream = anthropic.messages.stream(
+        greedy({ model: MODEL, max_tokens: 12, messages, system: "You write code." }),
+      );
+      stream.on("streamEvent", (e) => events.push(e.type));
+      const final = await stream.finalMessage();
+      expect(final.content).toEqual(full.content);
+      expect(final.stop_reason).toBe("max_tokens");
+      expect(final.usage.input_tokens).toBe(full.usage.input_tokens);
+      expect(final.usage.output_tokens).toBe(full.usage.output_tokens);
+      expect(events[0]).toBe("message_start");
+      expect(events.slice(-2)).toEqual(["message_delta", "message_stop"]);
+      expect(events).toContain("content_block_start");
+      expect(events).toContain("content_block_delta");
+      expect(events).toContain("content_block_stop");
+    },
+  );
 
   test("tool round trip: tool_use and tool_result blocks go through the template", async () => {
     const tools: Anthropic.Tool[] = [{
@@ -312,28 +320,32 @@ describe("anthropic SDK", () => {
     expect(["end_turn", "max_tokens", "tool_use", "stop_sequence"]).toContain(r.stop_reason);
   });
 
-  test("errors are the SDK's typed errors; too long a prompt says so in the phrase clients look for", async () => {
-    const long = "word ".repeat(600);
-    const e1 = await anthropic.messages.create({
-      model: MODEL,
-      max_tokens: 8,
-      messages: [{ role: "user", content: long }],
-    }).catch((e) => e);
-    expect(e1).toBeInstanceOf(Anthropic.BadRequestError);
-    expect(e1.error.error.type).toBe("invalid_request_error");
-    const m = /prompt is too long: (\d+) tokens > (\d+) maximum/.exec(e1.message);
-    expect(m).not.toBeNull();
-    const counted = await anthropic.messages.countTokens({
-      model: MODEL,
-      messages: [{ role: "user", content: long }],
-    });
-    // Only the prompt counts: it must leave one token of the window for the reply.
-    expect(Number(m![1])).toBe(counted.input_tokens);
-    expect(Number(m![2])).toBe(CTX - 1);
-    const other = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages });
-    expect(other.model).toBe(MODEL);
-    const bad = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
-    expect(await bad.messages.create({ model: MODEL, max_tokens: 4, messages }).catch((e) => e))
-      .toBeInstanceOf(Anthropic.AuthenticationError);
-  });
+  test(
+    "errors are the SDK's typed errors; too long a prompt says so in the phrase clients look " +
+      "for",
+    async () => {
+      const long = "word ".repeat(600);
+      const e1 = await anthropic.messages.create({
+        model: MODEL,
+        max_tokens: 8,
+        messages: [{ role: "user", content: long }],
+      }).catch((e) => e);
+      expect(e1).toBeInstanceOf(Anthropic.BadRequestError);
+      expect(e1.error.error.type).toBe("invalid_request_error");
+      const m = /prompt is too long: (\d+) tokens > (\d+) maximum/.exec(e1.message);
+      expect(m).not.toBeNull();
+      const counted = await anthropic.messages.countTokens({
+        model: MODEL,
+        messages: [{ role: "user", content: long }],
+      });
+      // Only the prompt counts: it must leave one token of the window for the reply.
+      expect(Number(m![1])).toBe(counted.input_tokens);
+      expect(Number(m![2])).toBe(CTX - 1);
+      const other = await anthropic.messages.create({ model: "claude-nope", max_tokens: 4, messages });
+      expect(other.model).toBe(MODEL);
+      const bad = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
+      expect(await bad.messages.create({ model: MODEL, max_tokens: 4, messages }).catch((e) => e))
+        .toBeInstanceOf(Anthropic.AuthenticationError);
+    },
+  );
 });

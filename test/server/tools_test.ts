@@ -55,7 +55,8 @@ const call = (name: string, args: unknown) => ({
 
 describe("ToolCallParser", () => {
   const text =
-    'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}\n</tool_call>';
+    'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}\n' +
+    "</tool_call>";
 
   test("a call with text before it", () => {
     expect(run([text])).toEqual([
@@ -86,22 +87,27 @@ describe("ToolCallParser", () => {
   });
 
   test("two calls and text after them", () => {
-    const s =
-      '<tool_call>{"name":"a","arguments":{}}</tool_call>\n<tool_call>{"name":"b","arguments":{"x":[1,2]}}</tool_call>\nDone.';
+    const s = '<tool_call>{"name":"a","arguments":{}}</tool_call>\n' +
+      '<tool_call>{"name":"b","arguments":{"x":[1,2]}}</tool_call>\nDone.';
     const expected = [call("a", {}), call("b", { x: [1, 2] }), { type: "text", text: "\nDone." }];
     expect(run([s])).toEqual(expected);
     expect(run(chars(s))).toEqual(expected);
   });
 
-  test("malformed JSON in a call read whole stays content, byte for byte (with the whitespace before it)", () => {
-    const s = 'Sure.\n\n<tool_call>\n{"name": "f", "parameters": {"a": 1,,}}\n</tool_call>\nmore';
-    expect(run([s])).toEqual([{ type: "text", text: s }]);
-    expect(run(chars(s))).toEqual([{ type: "text", text: s }]);
-  });
+  test(
+    "malformed JSON in a call read whole stays content, " +
+      "byte for byte (with the whitespace before it)",
+    () => {
+      const s = 'Sure.\n\n<tool_call>\n{"name": "f", "parameters": {"a": 1,,}}\n</tool_call>\nmore';
+      expect(run([s])).toEqual([{ type: "text", text: s }]);
+      expect(run(chars(s))).toEqual([{ type: "text", text: s }]);
+    },
+  );
 
   test("arguments stream as deltas once the name is known; their concatenation is the arguments text", () => {
     const s =
-      'Ok.\n<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "text": "x </tool_call> y}"}}\n</tool_call>';
+      'Ok.\n<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "text": "x </tool_call> y}"}}\n' +
+      "</tool_call>";
     for (let seed = 1; seed <= 10; seed++) {
       const out = pieces(randomChunks(s, seed));
       const deltas = out.filter((p) => p.type === "call_args").map((p) => (p as { delta: string }).delta);

@@ -36,9 +36,10 @@ const counter = (prefix: string) => {
 const SAMPLES: { name: string; text: string; finish: Finish }[] = [
   {
     name: "text, then two calls",
-    text:
-      'I will look both up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n' +
-      '<tool_call>\n{"name": "get_time", "arguments": {"tz": "Europe/Paris", "fmt": {"h24": true}}}\n</tool_call>',
+    text: 'I will look both up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n' +
+      "</tool_call>\n" +
+      '<tool_call>\n{"name": "get_time", "arguments": {"tz": "Europe/Paris", "fmt": {"h24": true}}}\n' +
+      "</tool_call>",
     finish: { finishReason: "stop", promptTokens: 40, completionTokens: 51, stopSequence: null },
   },
   {
@@ -58,50 +59,55 @@ const SAMPLES: { name: string; text: string; finish: Finish }[] = [
   },
 ];
 
-describe("OpenAI chunks assemble (in openai-node's ChatCompletionStream) to the non-streamed completion", () => {
-  for (const s of SAMPLES) {
-    for (const chunk of [1, 3, 17]) {
-      test(`${s.name}, ${chunk}-char chunks`, async () => {
-        const { streamed, all } = parse(s.text, chunk);
-        const meta = { id: "chatcmpl-x", created: 1, model: "m", includeUsage: true };
-        const whole = chatCompletion({ ...meta, callId: counter("call_") }, all, s.finish) as any;
-        const chunker = new ChatChunker({ ...meta, callId: counter("call_") });
-        const objects = [
-          ...chunker.start(),
-          ...streamed.flat().flatMap((p) => chunker.piece(p)),
-          ...chunker.end(s.finish),
-        ];
-        const final = await ChatCompletionStream.fromReadableStream(ndjson(objects)).finalChatCompletion();
-        const want = whole.choices[0];
-        const got = final.choices[0];
-        expect(got.finish_reason).toBe(want.finish_reason);
-        // The stream opens with content "" before it knows whether calls follow; null and "" are both "no text".
-        expect(got.message.content || null).toEqual(want.message.content || null);
-        expect(got.message.tool_calls ?? []).toEqual(want.message.tool_calls ?? []);
-        expect(final.usage).toEqual(whole.usage);
-      });
+describe(
+  "OpenAI chunks assemble (in openai-node's ChatCompletionStream) to the non-streamed " +
+    "completion",
+  () => {
+    for (const s of SAMPLES) {
+      for (const chunk of [1, 3, 17]) {
+        test(`${s.name}, ${chunk}-char chunks`, async () => {
+          const { streamed, all } = parse(s.text, chunk);
+          const meta = { id: "chatcmpl-x", created: 1, model: "m", includeUsage: true };
+          const whole = chatCompletion({ ...meta, callId: counter("call_") }, all, s.finish) as any;
+          const chunker = new ChatChunker({ ...meta, callId: counter("call_") });
+          const objects = [
+            ...chunker.start(),
+            ...streamed.flat().flatMap((p) => chunker.piece(p)),
+            ...chunker.end(s.finish),
+          ];
+          const final = await ChatCompletionStream.fromReadableStream(ndjson(objects)).finalChatCompletion();
+          const want = whole.choices[0];
+          const got = final.choices[0];
+          expect(got.finish_reason).toBe(want.finish_reason);
+          // The stream opens with content "" before it knows whether calls follow; null and "" are both "no
+          // text".
+          expect(got.message.content || null).toEqual(want.message.content || null);
+          expect(got.message.tool_calls ?? []).toEqual(want.message.tool_calls ?? []);
+          expect(final.usage).toEqual(whole.usage);
+        });
+      }
     }
-  }
 
-  test("tool calls come out as tool_calls with JSON arguments, text around them as content", () => {
-    const { all } = parse(SAMPLES[0].text, 5);
-    const whole = chatCompletion(
-      { id: "c", created: 1, model: "m", includeUsage: false, callId: counter("call_") },
-      all,
-      SAMPLES[0].finish,
-    ) as any;
-    expect(whole.choices[0].message.content).toBe("I will look both up.");
-    expect(whole.choices[0].finish_reason).toBe("tool_calls");
-    expect(
-      whole.choices[0].message.tool_calls.map((
-        c: any,
-      ) => [c.function.name, JSON.parse(c.function.arguments)]),
-    ).toEqual([
-      ["get_weather", { city: "Paris" }],
-      ["get_time", { tz: "Europe/Paris", fmt: { h24: true } }],
-    ]);
-  });
-});
+    test("tool calls come out as tool_calls with JSON arguments, text around them as content", () => {
+      const { all } = parse(SAMPLES[0].text, 5);
+      const whole = chatCompletion(
+        { id: "c", created: 1, model: "m", includeUsage: false, callId: counter("call_") },
+        all,
+        SAMPLES[0].finish,
+      ) as any;
+      expect(whole.choices[0].message.content).toBe("I will look both up.");
+      expect(whole.choices[0].finish_reason).toBe("tool_calls");
+      expect(
+        whole.choices[0].message.tool_calls.map((
+          c: any,
+        ) => [c.function.name, JSON.parse(c.function.arguments)]),
+      ).toEqual([
+        ["get_weather", { city: "Paris" }],
+        ["get_time", { tz: "Europe/Paris", fmt: { h24: true } }],
+      ]);
+    });
+  },
+);
 
 describe("Anthropic events assemble (in the SDK's MessageStream) to the non-streamed message", () => {
   for (const s of SAMPLES) {

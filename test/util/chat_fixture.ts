@@ -22,7 +22,8 @@ const SPECIAL = { "<|im_start|>": 509, "<|im_end|>": 510, "<|endoftext|>": 511 }
 
 export const CHATML =
   "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
-  "'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+  "'<|im_end|>\\n' }}{%- endfor %}" +
+  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
 function tokenizerJson(): unknown {
   const vocab: Record<string, number> = {};

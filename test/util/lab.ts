@@ -74,7 +74,10 @@ export async function outputsOf(
   }
 }
 
-/** Asserts two arrays are bitwise equal (as float64 copies of f32/f16/u32 values), naming the first difference. */
+/**
+ * Asserts two arrays are bitwise equal (as float64 copies of f32/f16/u32 values), naming the first
+ * difference.
+ */
 export function expectBitwise(got: ArrayLike<number>, want: ArrayLike<number>, what: string): void {
   expect(got.length, what).toBe(want.length);
   for (let i = 0; i < want.length; i++) {

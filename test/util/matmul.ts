@@ -28,7 +28,10 @@ export const FORMATS: { w: string; scale: string }[] = [
   { w: "bf16", scale: "bf16" },
 ];
 
-/** K: a few groups, an odd number of 32-value units; 16-bit K = 200 is not a multiple of 32 (the tiled k-tile). */
+/**
+ * K: a few groups, an odd number of 32-value units; 16-bit K = 200 is not a multiple of 32 (the tiled
+ * k-tile).
+ */
 export function kFor(w: string): number {
   const g = /g(\d+)$/.exec(w);
   return g ? { 32: 224, 64: 320, 128: 384 }[Number(g[1])]! : 200;

@@ -10,7 +10,9 @@ export const ROOT = new URL("../../", import.meta.url).pathname;
 export const ARTIFACTS = `${ROOT}test/artifacts`;
 export const CHROMIUM = "/usr/bin/chromium";
 
-/** These flags give a SwiftShader WebGPU adapter (subgroups yes, shader-f16 no) on a machine without a GPU. */
+/**
+ * These flags give a SwiftShader WebGPU adapter (subgroups yes, shader-f16 no) on a machine without a GPU.
+ */
 const FLAGS = [
   "--headless",
   "--no-sandbox",

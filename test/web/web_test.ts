@@ -183,7 +183,8 @@ describe("playground (static build)", () => {
     const meta = await reply.locator(".meta").textContent();
     expect(meta).toMatch(
       new RegExp(
-        `^${CHAT.greedy_ids.length} tokens · [\\d.]+ tok/s · first token \\d+ ms · prompt ${CHAT.prompt_ids.length} tokens`,
+        `^${CHAT.greedy_ids.length} tokens · [\\d.]+ tok/s · first token \\d+ ms · prompt ` +
+          `${CHAT.prompt_ids.length} tokens`,
       ),
     );
     // One chunk holds the whole prompt: the bar moved inside it (estimated), short of 100% until the end.
@@ -253,33 +254,43 @@ describe("playground (static build)", () => {
 });
 
 describe("kernel lab (server routes)", () => {
-  test("checks a kernel against its reference and times it; an edited wrong shader fails and is not timed", async () => {
-    const ctx = await context();
-    const { page, errors } = await open(ctx, `${urlOf(server)}lab#rms_norm`);
-    await page.waitForFunction(() => document.getElementById("gpu-status")!.dataset.kind === "ok");
-    expect(await page.textContent("#kernel-title")).toBe("rms_norm.wgsl");
-    await page.click("#run");
-    await page.waitForSelector('#result:is([data-state="pass"], [data-state="fail"], [data-state="error"])');
-    expect(await page.getAttribute("#result", "data-state"), (await page.textContent("#result")) ?? "").toBe(
-      "pass",
-    );
-    expect(Number(await page.getAttribute("#result", "data-ms"))).toBeGreaterThan(0);
-    expect(await page.textContent("#result")).toContain("y: ok");
-    await page.screenshot({ path: `${ARTIFACTS}/lab.png` });
+  test(
+    "checks a kernel against its reference and times it; " +
+      "an edited wrong shader fails and is not timed",
+    async () => {
+      const ctx = await context();
+      const { page, errors } = await open(ctx, `${urlOf(server)}lab#rms_norm`);
+      await page.waitForFunction(() => document.getElementById("gpu-status")!.dataset.kind === "ok");
+      expect(await page.textContent("#kernel-title")).toBe("rms_norm.wgsl");
+      await page.click("#run");
+      await page.waitForSelector(
+        '#result:is([data-state="pass"], [data-state="fail"], [data-state="error"])',
+      );
+      expect(await page.getAttribute("#result", "data-state"), (await page.textContent("#result")) ?? "")
+        .toBe(
+          "pass",
+        );
+      expect(Number(await page.getAttribute("#result", "data-ms"))).toBeGreaterThan(0);
+      expect(await page.textContent("#result")).toContain("y: ok");
+      await page.screenshot({ path: `${ARTIFACTS}/lab.png` });
 
-    // Scaled by 1.01: still compiles, must fail the check (tolerance ≤ 1e-3 relative), and must not be timed.
-    const src = await page.inputValue("#source");
-    const wrong = src.replace(/inverseSqrt\(/, "1.01 * inverseSqrt(");
-    expect(wrong).not.toBe(src);
-    await page.fill("#source", wrong);
-    await page.focus("#source");
-    await page.keyboard.press("Control+Enter");
-    await page.waitForSelector('#result:is([data-state="fail"], [data-state="pass"], [data-state="error"])');
-    expect(await page.getAttribute("#result", "data-state")).toBe("fail");
-    expect(await page.textContent("#result")).toContain("y: FAIL");
-    expect(await page.locator("#result table").count()).toBe(0);
-    expect(await page.textContent("#edited")).toBe("edited: rms_norm.wgsl");
-    expect(errors).toEqual([]);
-    await ctx.close();
-  });
+      // Scaled by 1.01: still compiles, must fail the check (tolerance ≤ 1e-3 relative), and must not be
+      // timed.
+      const src = await page.inputValue("#source");
+      const wrong = src.replace(/inverseSqrt\(/, "1.01 * inverseSqrt(");
+      expect(wrong).not.toBe(src);
+      await page.fill("#source", wrong);
+      await page.focus("#source");
+      await page.keyboard.press("Control+Enter");
+      await page.waitForSelector(
+        '#result:is([data-state="fail"], [data-state="pass"], [data-state="error"])',
+      );
+      expect(await page.getAttribute("#result", "data-state")).toBe("fail");
+      expect(await page.textContent("#result")).toContain("y: FAIL");
+      expect(await page.locator("#result table").count()).toBe(0);
+      expect(await page.textContent("#edited")).toBe("edited: rms_norm.wgsl");
+      expect(errors).toEqual([]);
+      await ctx.close();
+    },
+  );
 });

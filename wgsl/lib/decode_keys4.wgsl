@@ -16,7 +16,8 @@ fn rscale(x: Raw) -> f32 { return x.s; }
 struct Raw { w: vec4<u32> }
 fn raw(e: u32) -> Raw { return Raw(kv[e / 8u]); }
 fn codes(x: Raw) -> Kv8 {
-  return Kv8(vec4<f32>(unpack2x16float(x.w.x), unpack2x16float(x.w.y)), vec4<f32>(unpack2x16float(x.w.z), unpack2x16float(x.w.w)));
+  return Kv8(vec4<f32>(unpack2x16float(x.w.x), unpack2x16float(x.w.y)),
+             vec4<f32>(unpack2x16float(x.w.z), unpack2x16float(x.w.w)));
 }
 fn rscale(x: Raw) -> f32 { return 1.0; }
 #endif
@@ -30,7 +31,8 @@ fn fetch4(t: u32, j0: u32, nj: u32, p0: u32, pstride: u32, hoff: u32, pvoff: u32
   let e1 = key_at(j0 + min(t + KG, nj - 1u), p0, pstride, hoff);
   let e2 = key_at(j0 + min(t + 2u * KG, nj - 1u), p0, pstride, hoff);
   let e3 = key_at(j0 + min(t + 3u * KG, nj - 1u), p0, pstride, hoff);
-  return Pre4(raw(e0), raw(e0 + pvoff), raw(e1), raw(e1 + pvoff), raw(e2), raw(e2 + pvoff), raw(e3), raw(e3 + pvoff));
+  return Pre4(raw(e0), raw(e0 + pvoff), raw(e1), raw(e1 + pvoff), raw(e2), raw(e2 + pvoff), raw(e3),
+              raw(e3 + pvoff));
 }
 
 // This lane's part of the four heads' scores for one key.
@@ -41,8 +43,8 @@ fn dots4(q0: Kv8, q1: Kv8, q2: Kv8, q3: Kv8, k: Kv8, sc: f32) -> vec4<f32> {
 
 // The loop; `first` holds keys grp, grp + KG, ... (fetch4(grp, ...), issued by the caller so that their
 // latency can hide behind the RoPE preparation).
-fn walk4(st0: St, first: Pre4, q0: Kv8, q1: Kv8, q2: Kv8, q3: Kv8, j0: u32, nj: u32, p0: u32, grp: u32, pstride: u32, hoff: u32,
-         pvoff: u32, sc: f32) -> St {
+fn walk4(st0: St, first: Pre4, q0: Kv8, q1: Kv8, q2: Kv8, q3: Kv8, j0: u32, nj: u32, p0: u32, grp: u32,
+         pstride: u32, hoff: u32, pvoff: u32, sc: f32) -> St {
   var st = st0;
   var nx = first;
   for (var t0 = 0u; t0 < nj; t0 += 4u * KG) {

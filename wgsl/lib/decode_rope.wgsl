@@ -40,7 +40,8 @@ fn sm8(o: u32) -> Kv8 {
 // g0+3 clamped to G, then the key when `own_k`), 8 dims per lane. Every trip count is the same for all
 // lanes, so the barriers (and shuffles) stay in uniform control flow. With `own_k`, K and V of position
 // pos go into the cache at element `kb` (K; V follows `pvoff` later), visible to the workgroup after.
-fn prepare(r: u32, h: u32, g0: u32, grp: u32, lane: u32, lid: u32, pos: u32, own_k: bool, kb: u32, pvoff: u32) {
+fn prepare(r: u32, h: u32, g0: u32, grp: u32, lane: u32, lid: u32, pos: u32, own_k: bool, kb: u32,
+           pvoff: u32) {
   let width = (params.nq + 2u * params.nkv) * HD;
   let d0 = lane * 8u;
   let nh = select(4u, 5u, own_k);
@@ -56,7 +57,8 @@ fn prepare(r: u32, h: u32, g0: u32, grp: u32, lane: u32, lid: u32, pos: u32, own
     let e = cos_sin(fpos * inv_freq[min(select(d0 + c, d0 + c - half, d0 + c >= half), half - 1u)]);
     ca[c] = e.x;
     sa[c] = e.y;
-    let f = cos_sin(fpos * inv_freq[min(select(d0 + 4u + c, d0 + 4u + c - half, d0 + 4u + c >= half), half - 1u)]);
+    let f = cos_sin(fpos *
+                    inv_freq[min(select(d0 + 4u + c, d0 + 4u + c - half, d0 + 4u + c >= half), half - 1u)]);
     cb[c] = f.x;
     sb[c] = f.y;
   }

@@ -1,6 +1,7 @@
 // The 8-bit KV cache ("q8"; format and float64 reference in src/lab/ref/kv8.ts): `kv` holds one signed byte
 // per element in the act cache's layout, four per u32, and `kvs` one f32 scale per QB consecutive elements of
-// a head row (element e's scale is kvs[e / QB]). Symmetric per block: s = amax / 127, code = round(x·127/amax).
+// a head row (element e's scale is kvs[e / QB]). Symmetric per block: s = amax / 127,
+// code = round(x·127/amax).
 // Quantizing K/V once when they are written halves the bytes attention reads per key (f16: 2 B, q8: 1.125 B).
 
 override QB: u32 = 32;  // elements per scale (32; 16 or 8 for head dims 32 does not divide)

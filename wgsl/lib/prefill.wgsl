@@ -79,7 +79,10 @@ fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
 }
 
 // A lane's slice of one head vector (4·NV4 dims).
-struct Hv { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
+struct Hv {
+  v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
+  v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32>,
+}
 
 fn qload(o: u32, s: f32) -> Hv {
   var h: Hv;

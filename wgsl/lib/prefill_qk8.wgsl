@@ -16,16 +16,20 @@ var<workgroup> ksc: array<f32, BK * NB>;
 struct Q8 { w0: vec4<u32>, w1: vec4<u32>, s: f32 }
 
 fn qquant(h: Hv) -> Q8 {
-  let m = max(max(max(abs(h.v0), abs(h.v1)), max(abs(h.v2), abs(h.v3))), max(max(abs(h.v4), abs(h.v5)), max(abs(h.v6), abs(h.v7))));
+  let m = max(max(max(abs(h.v0), abs(h.v1)), max(abs(h.v2), abs(h.v3))),
+              max(max(abs(h.v4), abs(h.v5)), max(abs(h.v6), abs(h.v7))));
   let amax = max(max(m.x, m.y), max(m.z, m.w));
   let inv = kv8_inv(amax);
   return Q8(vec4<u32>(kv8_pack(h.v0, inv), kv8_pack(h.v1, inv), kv8_pack(h.v2, inv), kv8_pack(h.v3, inv)),
-            vec4<u32>(kv8_pack(h.v4, inv), kv8_pack(h.v5, inv), kv8_pack(h.v6, inv), kv8_pack(h.v7, inv)), amax / 127.0);
+            vec4<u32>(kv8_pack(h.v4, inv), kv8_pack(h.v5, inv), kv8_pack(h.v6, inv), kv8_pack(h.v7, inv)),
+            amax / 127.0);
 }
 
 fn idot8(a0: vec4<u32>, a1: vec4<u32>, k0: vec4<u32>, k1: vec4<u32>) -> i32 {
-  return ((dot4I8Packed(a0.x, k0.x) + dot4I8Packed(a0.y, k0.y)) + (dot4I8Packed(a0.z, k0.z) + dot4I8Packed(a0.w, k0.w))) +
-         ((dot4I8Packed(a1.x, k1.x) + dot4I8Packed(a1.y, k1.y)) + (dot4I8Packed(a1.z, k1.z) + dot4I8Packed(a1.w, k1.w)));
+  return ((dot4I8Packed(a0.x, k0.x) + dot4I8Packed(a0.y, k0.y)) +
+          (dot4I8Packed(a0.z, k0.z) + dot4I8Packed(a0.w, k0.w))) +
+         ((dot4I8Packed(a1.x, k1.x) + dot4I8Packed(a1.y, k1.y)) +
+          (dot4I8Packed(a1.z, k1.z) + dot4I8Packed(a1.w, k1.w)));
 }
 
 // Partial q·k of both query vectors over this lane's block, for key row t of the tile.

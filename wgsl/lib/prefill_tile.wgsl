@@ -40,13 +40,19 @@ fn v8_put(e: u32, w: vec2<u32>, s: f32) {
 
 fn load_tile(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
 #ifdef F16_TILES
-  for (var e = lid; e < BK * H8; e += WG) { let u = kv_unit(e, kt, nk, prow, pstride, h); kv_put(e, u.k, u.v); }
+  for (var e = lid; e < BK * H8; e += WG) {
+    let u = kv_unit(e, kt, nk, prow, pstride, h);
+    kv_put(e, u.k, u.v);
+  }
 #else
 #ifdef INT8_QK
   load_k8(lid, kt, nk, prow, pstride, h);
 #endif
 #ifdef F16_PV
-  for (var e = lid; e < BK * H8; e += WG) { let u = v8_unit(e, kt, nk, prow, pstride, h); v8_put(e, u.w, u.s); }
+  for (var e = lid; e < BK * H8; e += WG) {
+    let u = v8_unit(e, kt, nk, prow, pstride, h);
+    v8_put(e, u.w, u.s);
+  }
 #else
   for (var e = lid; e < BK * H4; e += WG) {
     let t = e / H4;
@@ -64,14 +70,25 @@ fn load_tile(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) {
 #ifdef PREFETCH_TILES
 #ifdef F16_TILES
 const NPF: u32 = {{PREFETCH_UNITS}}u;
-struct Pf { k0: vec4<u32>, v0: vec4<u32>, k1: vec4<u32>, v1: vec4<u32>, k2: vec4<u32>, v2: vec4<u32>, k3: vec4<u32>, v3: vec4<u32> }
+struct Pf {
+  k0: vec4<u32>, v0: vec4<u32>, k1: vec4<u32>, v1: vec4<u32>,
+  k2: vec4<u32>, v2: vec4<u32>, k3: vec4<u32>, v3: vec4<u32>,
+}
 
 fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {
   var p: Pf;
-  if (lid < BK * H8) { let u = kv_unit(lid, kt, nk, prow, pstride, h); p.k0 = u.k; p.v0 = u.v; }
-  if (NPF > 1u && lid + WG < BK * H8) { let u = kv_unit(lid + WG, kt, nk, prow, pstride, h); p.k1 = u.k; p.v1 = u.v; }
-  if (NPF > 2u && lid + 2u * WG < BK * H8) { let u = kv_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.k2 = u.k; p.v2 = u.v; }
-  if (NPF > 3u && lid + 3u * WG < BK * H8) { let u = kv_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.k3 = u.k; p.v3 = u.v; }
+  if (lid < BK * H8) {
+    let u = kv_unit(lid, kt, nk, prow, pstride, h); p.k0 = u.k; p.v0 = u.v;
+  }
+  if (NPF > 1u && lid + WG < BK * H8) {
+    let u = kv_unit(lid + WG, kt, nk, prow, pstride, h); p.k1 = u.k; p.v1 = u.v;
+  }
+  if (NPF > 2u && lid + 2u * WG < BK * H8) {
+    let u = kv_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.k2 = u.k; p.v2 = u.v;
+  }
+  if (NPF > 3u && lid + 3u * WG < BK * H8) {
+    let u = kv_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.k3 = u.k; p.v3 = u.v;
+  }
   return p;
 }
 
@@ -85,17 +102,28 @@ fn pf_store(lid: u32, p: Pf) {
 // INT8_QK + F16_PV: NPF K code units and one K scale per lane, NPV V units.
 const NPF: u32 = {{PREFETCH_UNITS}}u;
 const NPV: u32 = {{PREFETCH_V_UNITS}}u;
-struct Pf { k0: vec4<u32>, k1: vec4<u32>, s: f32, v0: vec2<u32>, v1: vec2<u32>, v2: vec2<u32>, v3: vec2<u32>, vs: vec4<f32> }
+struct Pf {
+  k0: vec4<u32>, k1: vec4<u32>, s: f32,
+  v0: vec2<u32>, v1: vec2<u32>, v2: vec2<u32>, v3: vec2<u32>, vs: vec4<f32>,
+}
 
 fn pf_load(lid: u32, kt: u32, nk: u32, prow: u32, pstride: u32, h: u32) -> Pf {
   var p: Pf;
   if (lid < BK * H16) { p.k0 = k8_unit(lid, kt, nk, prow, pstride, h); }
   if (NPF > 1u && lid + WG < BK * H16) { p.k1 = k8_unit(lid + WG, kt, nk, prow, pstride, h); }
   if (lid < BK * NB) { p.s = k8_scale(lid, kt, nk, prow, pstride, h); }
-  if (lid < BK * H8) { let u = v8_unit(lid, kt, nk, prow, pstride, h); p.v0 = u.w; p.vs.x = u.s; }
-  if (NPV > 1u && lid + WG < BK * H8) { let u = v8_unit(lid + WG, kt, nk, prow, pstride, h); p.v1 = u.w; p.vs.y = u.s; }
-  if (NPV > 2u && lid + 2u * WG < BK * H8) { let u = v8_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.v2 = u.w; p.vs.z = u.s; }
-  if (NPV > 3u && lid + 3u * WG < BK * H8) { let u = v8_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.v3 = u.w; p.vs.w = u.s; }
+  if (lid < BK * H8) {
+    let u = v8_unit(lid, kt, nk, prow, pstride, h); p.v0 = u.w; p.vs.x = u.s;
+  }
+  if (NPV > 1u && lid + WG < BK * H8) {
+    let u = v8_unit(lid + WG, kt, nk, prow, pstride, h); p.v1 = u.w; p.vs.y = u.s;
+  }
+  if (NPV > 2u && lid + 2u * WG < BK * H8) {
+    let u = v8_unit(lid + 2u * WG, kt, nk, prow, pstride, h); p.v2 = u.w; p.vs.z = u.s;
+  }
+  if (NPV > 3u && lid + 3u * WG < BK * H8) {
+    let u = v8_unit(lid + 3u * WG, kt, nk, prow, pstride, h); p.v3 = u.w; p.vs.w = u.s;
+  }
   return p;
 }
 

@@ -1,4 +1,7 @@
-/** Lab case of `embed.wgsl` through `embed()` (src/ops/embed.ts): quantized or 16-bit tables, row shards. @module */
+/**
+ * Lab case of `embed.wgsl` through `embed()` (src/ops/embed.ts): quantized or 16-bit tables, row shards.
+ * @module
+ */
 import { embed } from "../../ops/embed.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf } from "../case.ts";

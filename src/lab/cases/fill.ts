@@ -1,4 +1,7 @@
-/** Lab case of `fill_random.wgsl` (synthetic benchmark weights) through `fillRandom()` (src/ops/fill.ts). @module */
+/**
+ * Lab case of `fill_random.wgsl` (synthetic benchmark weights) through `fillRandom()` (src/ops/fill.ts).
+ * @module
+ */
 import { type FillKind, fillRandom } from "../../ops/fill.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num, oneOf } from "../case.ts";
 import { EXACT, type Tolerance } from "../compare.ts";
@@ -36,8 +39,8 @@ export const fillCase: KernelCase<FillInputs> = {
   },
   small: { mode: "bias", words: 1031, word0: 77, seed: 3, seed2: 4, lo: 0.01, hi: 0.05, mid: 7.5 },
   keys: {
-    mode:
-      "raw (hash words), uniform (bf16 pairs in [lo, hi)), bias (bf16 biases centring q), f32 (f32 in [lo, hi))",
+    mode: "raw (hash words), uniform (bf16 pairs in [lo, hi)), bias (bf16 biases centring q), " +
+      "f32 (f32 in [lo, hi))",
     words: "words written",
     word0: "index of the first word in the whole tensor",
     seed: "stream",

@@ -206,8 +206,8 @@ const KEYS = {
   K: "reduction length",
   w: "weight format: q<bits>g<group> (bits 2,3,4,5,6,8; group 32,64,128), f16 or bf16",
   scale: "scale/bias dtype of quantized weights: f16 or bf16",
-  out:
-    "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add), swiglu (W = [gate|up], y f32 = silu(gate)·up; vec, 4-bit)",
+  out: "epilogue: act (y act), f32 (y f32), add (y f32 += result, the residual add), " +
+    "swiglu (W = [gate|up], y f32 = silu(gate)·up; vec, 4-bit)",
   bias: "1: add a real bias (Qwen2 q/k/v)",
   shards: "minimum row shards of W (more when a shard would pass the binding limit)",
   norm: "1: RMS-normalise each x row (· a random weight) inside the kernel (vector mode; decode rows)",
@@ -238,7 +238,8 @@ function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): 
       : variant === "x8"
       ? "y (=|+=) x·Wᵀ for many rows, 4-bit W on int8 x by integer dot products, 64×128 tiles (prefill)"
       : variant === "splitk"
-      ? "the int8-x tiled matmul split along K (partials), then the partials summed in order with the epilogue"
+      ? "the int8-x tiled matmul split along K (partials), " +
+        "then the partials summed in order with the epilogue"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
     defaults: { M: mode === "vec" ? 1 : 512, N, K, ...SWITCHES, x8, splitk },
     small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8, splitk },
@@ -261,7 +262,9 @@ function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): 
   };
 }
 
-/** Expected y: the matmul of the (normalised) rows, or its SwiGLU h = silu(gate)·up of the [gate | up] result. */
+/**
+ * Expected y: the matmul of the (normalised) rows, or its SwiGLU h = silu(gate)·up of the [gate | up] result.
+ */
 function reference(i: MatmulInputs): Float64Array {
   const x = normedRows(i);
   if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });

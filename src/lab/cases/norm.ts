@@ -1,4 +1,7 @@
-/** Lab case of `rms_norm.wgsl` through `rmsNorm()` (src/ops/norm.ts), with and without the row gather. @module */
+/**
+ * Lab case of `rms_norm.wgsl` through `rmsNorm()` (src/ops/norm.ts), with and without the row gather.
+ * @module
+ */
 import { rmsNorm } from "../../ops/norm.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, num } from "../case.ts";
 import type { Tolerance } from "../compare.ts";

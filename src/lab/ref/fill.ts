@@ -30,7 +30,10 @@ function unit(seed: number, e: number): number {
   return (fillHash(seed, e) >>> 8) / 16777216;
 }
 
-/** The tensor's values: u32 words for RAW, the two bf16 values (rounded from float64) per word for UNIFORM/BIAS, f32 for VEC_F32. */
+/**
+ * The tensor's values: u32 words for RAW, the two bf16 values (rounded from float64) per word for
+ * UNIFORM/BIAS, f32 for VEC_F32.
+ */
 export function fillRef(a: FillRef): Float64Array {
   if (a.mode === "raw" || a.mode === "f32") {
     return Float64Array.from(

@@ -2,7 +2,8 @@
  * Float64 reference of rope.wgsl: per-head RMS norm (Qwen3 q_norm/k_norm), rotate-half RoPE over the first
  * `rot` dims with the mscale factor, Q out, and K/V written into the paged cache at (slot, pos).
  *   pairs (i, i + rot/2), i < rot/2:  o_i = (x_i cos θ − x_{i+rot/2} sin θ)·mscale,
- *                                     o_{i+rot/2} = (x_{i+rot/2} cos θ + x_i sin θ)·mscale,  θ = pos·inv_freq[i]
+ *                                     o_{i+rot/2} = (x_{i+rot/2} cos θ + x_i sin θ)·mscale,
+ *                                     θ = pos·inv_freq[i]
  * The angle is formed in f32 (fround(pos·inv_freq)), as HF and MLX do; everything after it in float64.
  * @module
  */
