@@ -23,11 +23,10 @@ import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { ValidationError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
 import type { ProfileOverrides } from "../src/gpu/profile.ts";
-import { syntheticConfig, syntheticShape } from "../src/loader/synthetic.ts";
-import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
+import { syntheticConfig } from "../src/loader/synthetic.ts";
 import { runTorchBaseline, type TorchBaseline } from "./baseline.ts";
 import { measureKernels } from "./kernels.ts";
-import { loadModel, measureE2E, type ModelSpec } from "./measure.ts";
+import { loadModel, measureE2E, type ModelSpec, modelSpecs } from "./measure.ts";
 import { measureCeilings } from "../src/lab/probes.ts";
 import {
   type BenchCeilings,
@@ -100,18 +99,7 @@ export async function main(argv: string[]): Promise<number> {
     throw new ValidationError(`--baseline: only "torch" is known`, "baseline");
   }
 
-  const specs: (ModelSpec & { label: string })[] = [];
-  for (const s of (f.synthetic ?? "").split(",").filter(Boolean)) {
-    syntheticShape(s); // fail early on a typo
-    specs.push({ synthetic: s, label: s });
-  }
-  for (const d of (f.model ?? "").split(",").filter(Boolean)) {
-    const dir = d === "default" ? DEFAULT_MODEL_DIR : d;
-    specs.push({ dir, label: dir.split("/").filter(Boolean).pop()! });
-  }
-  if (!specs.length) {
-    throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
-  }
+  const specs = modelSpecs(f.synthetic, f.model);
 
   const outDir = f.out ?? new URL("./results/", import.meta.url).pathname;
   const name = f.name ?? specs.map((s) => s.label).join("_") + (q ? "-quick" : "");

@@ -20,9 +20,7 @@ import { GREEDY } from "../src/engine/slots.ts";
 import { ValidationError } from "../src/errors.ts";
 import { type ByteDfa, DEAD } from "../src/grammar/dfa.ts";
 import { makeDfa } from "../src/lab/ref/grammar.ts";
-import { syntheticShape } from "../src/loader/synthetic.ts";
-import { DEFAULT_MODEL_DIR } from "../src/platform/deno.ts";
-import { loadModel, type ModelSpec, randomIds } from "./measure.ts";
+import { loadModel, type ModelSpec, modelSpecs, randomIds } from "./measure.ts";
 import { GpuTimer, median } from "./timer.ts";
 
 const SPEC = {
@@ -204,18 +202,7 @@ export async function main(argv: string[]): Promise<number> {
     console.log(doc.slice(1, doc.findIndex((l) => l.includes("@module"))).join("\n").replace(/^ \* ?/gm, ""));
     return 0;
   }
-  const specs: (ModelSpec & { label: string })[] = [];
-  for (const s of (f.synthetic ?? "").split(",").filter(Boolean)) {
-    syntheticShape(s); // fail early on a typo
-    specs.push({ synthetic: s, label: s });
-  }
-  for (const d of (f.model ?? "").split(",").filter(Boolean)) {
-    const dir = d === "default" ? DEFAULT_MODEL_DIR : d;
-    specs.push({ dir, label: dir.split("/").filter(Boolean).pop()! });
-  }
-  if (!specs.length) {
-    throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
-  }
+  const specs = modelSpecs(f.synthetic, f.model);
   const o = {
     tokens: f.tokens ?? 128,
     runs: f.runs ?? 3,

@@ -8,7 +8,8 @@ import { Engine } from "../src/engine/engine.ts";
 import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import type { ProfileOverrides } from "../src/gpu/profile.ts";
 import { Scheduler, type SchedulerEvent } from "../src/engine/scheduler.ts";
-import { SyntheticModelSource } from "../src/loader/synthetic.ts";
+import { ValidationError } from "../src/errors.ts";
+import { SyntheticModelSource, syntheticShape } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
 import { median } from "./timer.ts";
 
@@ -16,6 +17,23 @@ export interface ModelSpec {
   /** A synthetic shape name, or a model folder. */
   synthetic?: string;
   dir?: string;
+}
+
+/** The models of `--synthetic A,B --model DIR,default`, labelled; a typo in a shape name fails here. */
+export function modelSpecs(synthetic?: string, model?: string): (ModelSpec & { label: string })[] {
+  const specs: (ModelSpec & { label: string })[] = [];
+  for (const s of (synthetic ?? "").split(",").filter(Boolean)) {
+    syntheticShape(s);
+    specs.push({ synthetic: s, label: s });
+  }
+  for (const d of (model ?? "").split(",").filter(Boolean)) {
+    const dir = d === "default" ? DEFAULT_MODEL_DIR : d;
+    specs.push({ dir, label: dir.split("/").filter(Boolean).pop()! });
+  }
+  if (!specs.length) {
+    throw new ValidationError("give --synthetic NAME or --model DIR (see --help)", "synthetic");
+  }
+  return specs;
 }
 
 export interface LoadOptions {

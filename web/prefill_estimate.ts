@@ -6,11 +6,8 @@
  * stop short of the chunk's end and never go backwards; only a real report reaches the total.
  * @module
  */
+import { estimatePrefill, smoothRate } from "../src/engine/prefill_estimate.ts";
 
-/** Before any rate is known: the estimate's time constant. */
-const UNKNOWN_RATE_MS = 2000;
-/** Share of a chunk an estimate may claim; the rest waits for the real report. */
-const CAP = 0.95;
 /** How often an estimate is sent; short prompts finish before the first one, so the bar does not flash. */
 export const ESTIMATE_MS = 200;
 
@@ -48,10 +45,7 @@ export class PrefillEstimator {
 
   /** A real report: learns the rate from it and passes it on. */
   real(processed: number, now = performance.now()): void {
-    if (processed > this.#processed && now > this.#at) {
-      const rate = (processed - this.#processed) / (now - this.#at);
-      sessionRate = sessionRate ? 0.5 * sessionRate + 0.5 * rate : rate;
-    }
+    sessionRate = smoothRate(sessionRate, processed - this.#processed, now - this.#at);
     this.#processed = Math.max(this.#processed, processed);
     this.#at = now;
     this.#shown = Math.max(this.#shown, processed);
@@ -61,14 +55,7 @@ export class PrefillEstimator {
 
   /** Sends an estimate if it moved; returns the estimated tokens read (exposed for tests). */
   tick(now = performance.now()): number {
-    const end = Math.min(this.#processed + this.chunk, this.total);
-    const span = end - this.#processed;
-    if (span <= 0) return this.#shown;
-    const t = now - this.#at;
-    const share = sessionRate
-      ? Math.min(CAP, (t * sessionRate) / span)
-      : CAP * (1 - Math.exp(-t / UNKNOWN_RATE_MS));
-    const estimate = Math.min(end - 1, this.#processed + Math.floor(share * span));
+    const estimate = estimatePrefill(this.#processed, this.total, this.chunk, sessionRate, now - this.#at);
     if (estimate > this.#shown) {
       this.#shown = estimate;
       this.report(estimate, this.total, true);

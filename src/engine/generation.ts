@@ -56,6 +56,23 @@ export interface SchedulerOptions {
   headStart?: boolean;
 }
 
+/** The result of a request that failed before or while it ran: nothing generated, the error kept. */
+export function failedResult(promptTokens: number, error: Error): GenerationResult {
+  return {
+    tokenIds: [],
+    text: "",
+    finishReason: "error",
+    stopSequence: null,
+    promptTokens,
+    completionTokens: 0,
+    ttftMs: 0,
+    prefillTps: 0,
+    decodeTps: 0,
+    totalMs: 0,
+    error,
+  };
+}
+
 /** A running request: stream its text with `chunks`, or await `result`. */
 export class Generation {
   readonly result: Promise<GenerationResult>;

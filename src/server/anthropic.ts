@@ -4,7 +4,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { CancelledError } from "../errors.ts";
+import type { GenerationResult } from "../engine/scheduler.ts";
 import { readMessagesRequest, readPromptSpec } from "./anthropic_request.ts";
 import { messageBody, MessageEvents } from "./anthropic_wire.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
@@ -37,28 +37,17 @@ export function anthropicRoutes(ctx: ServerCtx): Hono {
       const headers = { "flint-sequence-id": String(job.id) };
 
       if (!req.stream) {
-        const pieces: ToolPiece[] = [];
-        for await (const p of job.pieces()) pieces.push(p);
-        const r = await job.result();
-        if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
-        return c.json(messageBody(meta, pieces, r), 200, headers);
+        const { pieces, result } = await job.whole();
+        return c.json(messageBody(meta, pieces, result), 200, headers);
       }
 
-      const release = hold();
       const events = new MessageEvents(meta);
-      return sseResponse(async (sink) => {
-        try {
-          const send = (list: [string, Record<string, unknown>][]) =>
-            list.forEach(([e, d]) => sink.send(d, e));
-          send(events.start(job.promptTokens));
-          for await (const p of job.pieces()) send(events.piece(p));
-          const r = await job.result();
-          if (r.finishReason === "cancelled") return;
-          send(events.end(r));
-        } finally {
-          release();
-        }
-      }, {
+      const source = {
+        start: () => events.start(job.promptTokens),
+        piece: (p: ToolPiece) => events.piece(p),
+        end: (r: GenerationResult) => events.end(r),
+      };
+      return sseResponse(job.namedEvents(source, hold()), {
         abort,
         onError: streamError,
         ping: (s) => s.send({ type: "ping" }, "ping"),

@@ -6,6 +6,7 @@
  */
 import { closeJson } from "./json_scan.ts";
 import type { Finish } from "./openai_wire.ts";
+import type { NamedEvent } from "./sse.ts";
 import { assembleCalls, type ToolPiece } from "./tools.ts";
 
 export interface MessageMeta {
@@ -14,8 +15,6 @@ export interface MessageMeta {
   /** Ids for tool_use blocks (random in the server; fixed in tests). */
   callId: () => string;
 }
-
-export type WireEvent = [event: string, data: Record<string, unknown>];
 
 type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown };
 
@@ -82,7 +81,7 @@ export class MessageEvents {
   #calls = 0;
   constructor(readonly meta: MessageMeta) {}
 
-  start(promptTokens: number): WireEvent[] {
+  start(promptTokens: number): NamedEvent[] {
     const m = this.meta;
     return [["message_start", {
       type: "message_start",
@@ -99,13 +98,13 @@ export class MessageEvents {
     }]];
   }
 
-  #closeText(out: WireEvent[]): void {
+  #closeText(out: NamedEvent[]): void {
     if (this.#textOpen) out.push(["content_block_stop", { type: "content_block_stop", index: this.#index }]);
     this.#textOpen = false;
   }
 
-  piece(p: ToolPiece): WireEvent[] {
-    const out: WireEvent[] = [];
+  piece(p: ToolPiece): NamedEvent[] {
+    const out: NamedEvent[] = [];
     if (p.type === "text") {
       if (!this.#textOpen) {
         this.#textOpen = true;
@@ -140,8 +139,8 @@ export class MessageEvents {
     return out;
   }
 
-  end(r: Finish): WireEvent[] {
-    const out: WireEvent[] = [];
+  end(r: Finish): NamedEvent[] {
+    const out: NamedEvent[] = [];
     this.#closeText(out);
     out.push(
       ["message_delta", {

@@ -5,10 +5,11 @@
  */
 import type { GenerationResult } from "../engine/scheduler.ts";
 import type { SamplingParams } from "../engine/slots.ts";
-import { ContextWindowError, ValidationError } from "../errors.ts";
+import { CancelledError, ContextWindowError, ValidationError } from "../errors.ts";
 import type { Served } from "./host.ts";
 import type { Metrics } from "./metrics.ts";
 import { fixedSpec, type PromptSpec, specChars } from "./prompt.ts";
+import type { NamedEvent, SseSink } from "./sse.ts";
 import { ToolCallParser, type ToolPiece } from "./tools.ts";
 import type { WirePrompt } from "./worker_protocol.ts";
 
@@ -121,6 +122,40 @@ export class Job {
     if (r.finishReason === "error") throw r.error ?? new Error("generation failed");
     return r;
   }
+
+  /** A non-streamed reply: every piece, then the result; a client that left is a CancelledError. */
+  async whole(): Promise<{ pieces: ToolPiece[]; result: GenerationResult }> {
+    const pieces: ToolPiece[] = [];
+    for await (const p of this.pieces()) pieces.push(p);
+    const result = await this.result();
+    if (result.finishReason === "cancelled") throw new CancelledError("the client disconnected");
+    return { pieces, result };
+  }
+
+  /**
+   * The producer of a stream of named SSE events (Anthropic, Responses): `start`, one batch per piece,
+   * `end`; nothing more once the client left. `release` ends the request's lease.
+   */
+  namedEvents(events: NamedEventSource, release: () => void): (sink: SseSink) => Promise<void> {
+    return async (sink) => {
+      const send = (list: NamedEvent[]) => list.forEach(([e, d]) => sink.send(d, e));
+      try {
+        send(events.start());
+        for await (const p of this.pieces()) send(events.piece(p));
+        const r = await this.result();
+        if (r.finishReason !== "cancelled") send(events.end(r));
+      } finally {
+        release();
+      }
+    };
+  }
+}
+
+/** What a stream of named events is built from (anthropic_wire.ts, responses_wire.ts). */
+export interface NamedEventSource {
+  start(): NamedEvent[];
+  piece(p: ToolPiece): NamedEvent[];
+  end(r: GenerationResult): NamedEvent[];
 }
 
 /** Sampling defaults of both APIs: temperature 1, and a fresh seed unless one is given. */

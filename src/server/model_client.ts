@@ -5,7 +5,8 @@
  * while the GPU works. A worker that dies fails what it had in flight with a DeviceError.
  * @module
  */
-import { Generation, type GenerationResult, type SchedulerEvent } from "../engine/scheduler.ts";
+import { failedResult } from "../engine/generation.ts";
+import { Generation, type SchedulerEvent } from "../engine/scheduler.ts";
 import { DeviceError } from "../errors.ts";
 import type { PromptSpec } from "./prompt.ts";
 import {
@@ -149,22 +150,6 @@ export class ModelClient {
     this.#gens.clear();
     this.#closed?.();
   }
-}
-
-function failedResult(promptTokens: number, error: Error): GenerationResult {
-  return {
-    tokenIds: [],
-    text: "",
-    finishReason: "error",
-    stopSequence: null,
-    promptTokens,
-    completionTokens: 0,
-    ttftMs: 0,
-    prefillTps: 0,
-    decodeTps: 0,
-    totalMs: 0,
-    error,
-  };
 }
 
 export class PromptClient {

@@ -7,6 +7,7 @@
  */
 /// <reference lib="deno.worker" />
 import { Engine } from "../engine/engine.ts";
+import { failedResult } from "../engine/generation.ts";
 import { type GenerationResult, Scheduler } from "../engine/scheduler.ts";
 import { DiskModelSource } from "../platform/deno.ts";
 import { ValidationError } from "../errors.ts";
@@ -126,19 +127,7 @@ function submit(m: Extract<ModelRequest, { type: "submit" }>): void {
 }
 
 function failed(promptTokens: number, e: unknown): WireResult {
-  return {
-    tokenIds: [],
-    text: "",
-    finishReason: "error",
-    stopSequence: null,
-    promptTokens,
-    completionTokens: 0,
-    ttftMs: 0,
-    prefillTps: 0,
-    decodeTps: 0,
-    totalMs: 0,
-    error: toWireError(e),
-  };
+  return wireResult(failedResult(promptTokens, e instanceof Error ? e : new Error(String(e))));
 }
 
 self.onmessage = async (ev: MessageEvent<ModelRequest>) => {

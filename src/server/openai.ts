@@ -4,7 +4,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { CancelledError, ValidationError } from "../errors.ts";
+import { ValidationError } from "../errors.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
 import type { Served } from "./host.ts";
 import { asFlintError, errorBody } from "./errors.ts";
@@ -12,7 +12,6 @@ import { checkLength, Job, randomId, renderPrompt } from "./job.ts";
 import { readCommon, readMessages, readResponseFormat, readTools } from "./openai_request.ts";
 import { ChatChunker, chatCompletion, finishReason, usage } from "./openai_wire.ts";
 import { sseResponse, type SseSink } from "./sse.ts";
-import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -53,11 +52,8 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
         const headers = { "flint-sequence-id": String(job.id) };
 
         if (!common.stream) {
-          const pieces: ToolPiece[] = [];
-          for await (const p of job.pieces()) pieces.push(p);
-          const r = await job.result();
-          if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
-          return c.json(chatCompletion(meta, pieces, r), 200, headers);
+          const { pieces, result } = await job.whole();
+          return c.json(chatCompletion(meta, pieces, result), 200, headers);
         }
 
         const release = hold();
@@ -112,10 +108,8 @@ export function openaiRoutes(ctx: ServerCtx): Hono {
       });
 
       if (!common.stream) {
-        let text = "";
-        for await (const p of job.pieces()) if (p.type === "text") text += p.text;
-        const r = await job.result();
-        if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
+        const { pieces, result: r } = await job.whole();
+        const text = pieces.map((p) => (p.type === "text" ? p.text : "")).join("");
         return c.json(
           {
             id,

@@ -1,15 +1,12 @@
 /**
  * The live event feed behind GET /events: the host's scheduler events, plus prefill progress between the
- * scheduler's per-chunk events. A prompt read in one 2048-row chunk would
- * otherwise show nothing until its first token, so while a chunk runs this estimates how far it got from
- * the prefill rate seen so far (tokens per second over the previous chunks, any request's), capped short
- * of the chunk's end; the real event then replaces the estimate. Estimates never go backwards.
+ * scheduler's per-chunk events (a prompt read in one 2048-row chunk would otherwise show nothing until its
+ * first token), estimated by engine/prefill_estimate.ts from the rate seen over any request's chunks. The
+ * real event then replaces the estimate; estimates never go backwards.
  * @module
  */
+import { estimatePrefill, smoothRate } from "../engine/prefill_estimate.ts";
 import type { HostEvent, ModelHost } from "./host.ts";
-
-/** Before any rate is known: an estimate that keeps moving without claiming a speed. */
-const UNKNOWN_RATE_MS = 2000;
 
 interface Reading {
   total: number;
@@ -69,10 +66,7 @@ export class ProgressFeed {
       this.#reads.set(e.id, { total: e.promptTokens, processed: 0, at: now, shown: 0 });
     } else if (e.type === "prefill") {
       const r = this.#reads.get(e.id);
-      if (r && now > r.at && e.processed > r.processed) {
-        const rate = (e.processed - r.processed) / (now - r.at);
-        this.#rate = this.#rate ? 0.5 * this.#rate + 0.5 * rate : rate;
-      }
+      if (r) this.#rate = smoothRate(this.#rate, e.processed - r.processed, now - r.at);
       if (r && e.processed < e.total) {
         Object.assign(r, { processed: e.processed, at: now, shown: e.processed });
       } else this.#reads.delete(e.id);
@@ -87,13 +81,7 @@ export class ProgressFeed {
     const chunk = stats.running > 1 ? info.prefillChunk : info.soloPrefillChunk;
     const out: PrefillEvent[] = [];
     for (const [id, r] of this.#reads) {
-      const end = Math.min(r.processed + chunk, r.total);
-      const span = end - r.processed;
-      const t = now - r.at;
-      const share = this.#rate
-        ? Math.min(0.95, (t * this.#rate) / span)
-        : 0.95 * (1 - Math.exp(-t / UNKNOWN_RATE_MS));
-      const processed = Math.min(end - 1, r.processed + Math.floor(share * span));
+      const processed = estimatePrefill(r.processed, r.total, chunk, this.#rate, now - r.at);
       if (processed > r.shown) {
         r.shown = processed;
         out.push({ type: "prefill", id, processed, total: r.total, estimated: true });

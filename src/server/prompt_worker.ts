@@ -42,7 +42,7 @@ self.onmessage = async (ev: MessageEvent<PromptRequest>) => {
     try {
       const source = new DiskModelSource(m.dir);
       tokenizer = await Tokenizer.load(source);
-      const most = maxTokenChars(JSON.parse(await source.readText("tokenizer.json")));
+      const most = maxTokenChars(tokenizer.json);
       source.close();
       post({ type: "loaded", info: { maxTokenChars: most, hasChatTemplate: tokenizer.hasChatTemplate } });
     } catch (e) {

@@ -5,14 +5,12 @@
  * @module
  */
 import { Hono } from "hono";
-import { CancelledError } from "../errors.ts";
 import { checkModel, type ServerCtx, withRequest } from "./context.ts";
 import { asFlintError, errorBody } from "./errors.ts";
 import { Job, randomId, renderPrompt } from "./job.ts";
 import { readResponsesRequest } from "./responses_request.ts";
 import { ResponseEvents, responseObject } from "./responses_wire.ts";
 import { sseResponse, type SseSink } from "./sse.ts";
-import type { ToolPiece } from "./tools.ts";
 import { Fields } from "./validate.ts";
 
 /** A failure after the stream started: `response.failed`, whose error.code clients act on (Codex). */
@@ -55,28 +53,11 @@ export function responsesRoutes(ctx: ServerCtx): Hono {
       }
 
       if (!req.stream) {
-        const pieces: ToolPiece[] = [];
-        for await (const p of job.pieces()) pieces.push(p);
-        const r = await job.result();
-        if (r.finishReason === "cancelled") throw new CancelledError("the client disconnected");
-        return c.json(responseObject(meta, pieces, r), 200, headers);
+        const { pieces, result } = await job.whole();
+        return c.json(responseObject(meta, pieces, result), 200, headers);
       }
 
-      const release = hold();
-      const events = new ResponseEvents(meta);
-      return sseResponse(async (sink) => {
-        try {
-          const send = (list: [string, Record<string, unknown>][]) =>
-            list.forEach(([e, d]) => sink.send(d, e));
-          send(events.start());
-          for await (const p of job.pieces()) send(events.piece(p));
-          const r = await job.result();
-          if (r.finishReason === "cancelled") return;
-          send(events.end(r));
-        } finally {
-          release();
-        }
-      }, {
+      return sseResponse(job.namedEvents(new ResponseEvents(meta), hold()), {
         abort,
         onError: (e, sink) => streamError(meta.id, e, sink),
         ping: (s) => s.raw(": keep-alive"),

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Finish } from "./openai_wire.ts";
+import type { NamedEvent } from "./sse.ts";
 import { assembleCalls, type ToolPiece } from "./tools.ts";
 
 export interface ResponseMeta {
@@ -20,7 +21,6 @@ export interface ResponseMeta {
 }
 
 type Item = Record<string, unknown>;
-export type ResponseEvent = [string, Record<string, unknown>];
 
 export function responseUsage(r: Pick<Finish, "promptTokens" | "completionTokens">) {
   return {
@@ -108,17 +108,17 @@ export class ResponseEvents {
 
   constructor(readonly meta: ResponseMeta) {}
 
-  #event(type: string, body: Record<string, unknown>): ResponseEvent {
+  #event(type: string, body: Record<string, unknown>): NamedEvent {
     return [type, { type, sequence_number: this.#seq++, ...body }];
   }
 
-  start(): ResponseEvent[] {
+  start(): NamedEvent[] {
     const response = envelope(this.meta, "in_progress", [], null);
     return [this.#event("response.created", { response }), this.#event("response.in_progress", { response })];
   }
 
-  piece(p: ToolPiece): ResponseEvent[] {
-    const out: ResponseEvent[] = [];
+  piece(p: ToolPiece): NamedEvent[] {
+    const out: NamedEvent[] = [];
     if (p.type === "text") {
       if (this.#open?.item.type !== "message") {
         this.#close(out);
@@ -159,8 +159,8 @@ export class ResponseEvents {
     return out;
   }
 
-  end(r: Finish): ResponseEvent[] {
-    const out: ResponseEvent[] = [];
+  end(r: Finish): NamedEvent[] {
+    const out: NamedEvent[] = [];
     this.#close(out);
     const response = envelope(this.meta, "completed", this.#output, r);
     out.push(
@@ -175,13 +175,13 @@ export class ResponseEvents {
     return { item_id: this.#open!.item.id, output_index: this.#open!.index };
   }
 
-  #begin(item: Item, out: ResponseEvent[]): void {
+  #begin(item: Item, out: NamedEvent[]): void {
     this.#open = { item, index: this.#output.length, text: "" };
     this.#output.push(item);
     out.push(this.#event("response.output_item.added", { output_index: this.#open.index, item }));
   }
 
-  #close(out: ResponseEvent[]): void {
+  #close(out: NamedEvent[]): void {
     const o = this.#open;
     if (!o) return;
     this.#open = null;

@@ -4,6 +4,9 @@
  * @module
  */
 
+/** One named SSE event: `event: NAME` and its JSON data (Anthropic's and the Responses API's streams). */
+export type NamedEvent = [event: string, data: Record<string, unknown>];
+
 export interface SseSink {
   /** `data: <json>` (with `event:` when given). No-op once the client is gone. */
   send(data: unknown, event?: string): void;

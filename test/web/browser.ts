@@ -4,7 +4,8 @@
  * a recorder of the progress bar's states, and screenshots under test/artifacts/.
  * @module
  */
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type RunningServer, startServer } from "../server/server_util.ts";
 
 export const ROOT = new URL("../../", import.meta.url).pathname;
 export const ARTIFACTS = `${ROOT}test/artifacts`;
@@ -68,50 +69,15 @@ export function urlOf(s: Deno.HttpServer<Deno.NetAddr>): string {
   return `http://127.0.0.1:${s.addr.port}/`;
 }
 
-export interface FlintServer {
+export interface FlintServer extends RunningServer {
   /** Root URL, ending with "/". */
   url: string;
-  /** Everything the server printed so far (banner, errors). */
-  log(): string;
-  stop(): Promise<void>;
 }
 
-/** Starts `deno task serve` on a free loopback port with `args`; resolves once it listens. */
+/** Starts `deno task serve` on a free loopback port with `args` (test/server's helper), root URL with "/". */
 export async function startFlintServer(args: string[]): Promise<FlintServer> {
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}src/cli/serve.ts`, "--port", "0", ...args],
-    env: { XDG_RUNTIME_DIR: "/tmp" },
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let out = "";
-  const dec = new TextDecoder();
-  const pump = async (s: ReadableStream<Uint8Array>) => {
-    for await (const b of s) out += dec.decode(b, { stream: true });
-  };
-  const pumps = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
-  let exited = false;
-  const status = proc.status.finally(() => (exited = true));
-  const deadline = Date.now() + 300_000;
-  let url = "";
-  while (!url) {
-    const m = /Listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-    if (m) url = `${m[1]}/`;
-    else if (exited) throw new Error(`server exited at start-up:\n${out}`);
-    else if (Date.now() > deadline) throw new Error(`server did not start:\n${out}`);
-    else await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    log: () => out,
-    async stop() {
-      try {
-        proc.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await status;
-      await pumps;
-    },
-  };
+  const s = await startServer(args);
+  return { ...s, url: `${s.url}/` };
 }
 
 /** One state of the playground's progress bar, as recorded by `recordProgress`. */
@@ -143,4 +109,13 @@ export function recordProgress(): void {
     attributes: true,
     attributeFilter: ["aria-valuenow", "data-stage", "aria-valuetext", "hidden"],
   });
+}
+
+/** A page that collects uncaught exceptions (the tests expect none). */
+export async function open(ctx: BrowserContext, url: string): Promise<{ page: Page; errors: string[] }> {
+  const page = await ctx.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  await page.goto(url);
+  return { page, errors };
 }

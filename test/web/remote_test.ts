@@ -12,6 +12,7 @@ import {
   ARTIFACTS,
   type FlintServer,
   launchChromium,
+  open,
   type ProgressState,
   recordProgress,
   ROOT,
@@ -67,14 +68,6 @@ async function context(withKey: boolean): Promise<BrowserContext> {
     }, { url: server.url, key: KEY });
   }
   return ctx;
-}
-
-async function open(ctx: BrowserContext, url: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await ctx.newPage();
-  const errors: string[] = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(url);
-  return { page, errors };
 }
 
 const connected = (page: Page) => page.waitForFunction(() => document.body.dataset.ready === "true");

@@ -5,12 +5,13 @@
  * test/artifacts/. The playground against a running server: remote_test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Browser, BrowserContext } from "playwright-core";
 import { webRoutes } from "../../src/server/web_routes.ts";
 import { buildWeb } from "../../web/build.ts";
 import {
   ARTIFACTS,
   launchChromium,
+  open,
   type ProgressState,
   recordProgress,
   ROOT,
@@ -56,15 +57,6 @@ async function context(): Promise<BrowserContext> {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   ctx.setDefaultTimeout(300_000);
   return ctx;
-}
-
-/** A page that collects uncaught exceptions (the tests expect none). */
-async function open(ctx: BrowserContext, url: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await ctx.newPage();
-  const errors: string[] = [];
-  page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(url);
-  return { page, errors };
 }
 
 describe("the server's web routes", () => {

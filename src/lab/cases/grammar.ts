@@ -7,7 +7,6 @@
  * integer logic and compared exactly.
  * @module
  */
-import type { ByteDfa } from "../../grammar/dfa.ts";
 import type { TokenBytes } from "../../grammar/token_bytes.ts";
 import {
   grammarAdvance,
@@ -21,26 +20,21 @@ import type { SlotBuffers } from "../../ops/sample.ts";
 import { type CaseInputs, int, type KernelCase, num } from "../case.ts";
 import { compare, EXACT } from "../compare.ts";
 import { type Bound, BufferSet, readF32, readU32, seal } from "../harness.ts";
-import { advanceRef, allowed, type GrammarSlotState, maskRef, randomDfa } from "../ref/grammar.ts";
+import {
+  advanceRef,
+  allowed,
+  type GrammarRefInputs,
+  type GrammarSlotState,
+  maskRef,
+  randomDfa,
+} from "../ref/grammar.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import type { SlotState } from "../ref/sample.ts";
 import type { Rng } from "../rng.ts";
 
-export interface GrammarInputs extends CaseInputs {
-  V: number;
-  ctx: number;
+export interface GrammarInputs extends CaseInputs, GrammarRefInputs {
   /** Table capacity per slot (states). */
   cap: number;
-  /** (L, V) logits. */
-  logits: Float64Array;
-  lrows: number[];
-  rows: Row[];
-  slots: SlotState[];
-  gstate: GrammarSlotState[];
-  dfas: ByteDfa[];
-  tb: TokenBytes;
-  eos: number[];
-  hist: Uint32Array;
 }
 
 /** Bytes most tokens and every automaton draw from: ASCII JSON-ish characters and a two-byte letter. */

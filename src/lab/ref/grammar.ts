@@ -7,14 +7,18 @@
  *   DEAD, and dist[end] ≤ max(left − 1, dist[s] − 1); an EOS id is allowed iff accept[s]; others → MASKED.
  *   advance, per logit row of an active slot whose sampler ran (slot pos = row.pos + 1): the token at
  *   hist[slot, row.pos + 1], unless EOS or a walk into DEAD, moves the state to its walk's end.
- * Also the helpers tests build automata with: `distances`, `makeDfa` and `randomDfa`.
+ * Also the helpers tests build automata with: `makeDfa` and `randomDfa` (dist from the compiler's BFS).
  * @module
  */
 import { type ByteDfa, DEAD } from "../../grammar/dfa.ts";
+import { distances } from "../../grammar/minimize.ts";
 import type { TokenBytes } from "../../grammar/token_bytes.ts";
 import type { Rng } from "../rng.ts";
 import type { Row } from "./paged.ts";
 import type { SlotState } from "./sample.ts";
+
+/** `distances`' mark of a state that cannot reach acceptance. */
+const UNREACHABLE = 0xffffffff;
 
 /** The value a masked logit takes (the f32 of −3e38). */
 export const MASKED = Math.fround(-3.0e38);
@@ -97,43 +101,12 @@ export function advanceRef(i: GrammarRefInputs): GrammarSlotState[] {
   return out;
 }
 
-/**
- * Fewest bytes from each state to an accepting one (breadth-first over reversed transitions); Infinity
- * for states that cannot reach one.
- */
-export function distances(states: number, next: Uint16Array, accept: Uint8Array): number[] {
-  const dist = new Array<number>(states).fill(Infinity);
-  const preds: number[][] = Array.from({ length: states }, () => []);
-  for (let s = 0; s < states; s++) {
-    for (let b = 0; b < 256; b++) {
-      const t = next[s * 256 + b];
-      if (t !== DEAD) preds[t].push(s);
-    }
-  }
-  const queue: number[] = [];
-  for (let s = 0; s < states; s++) {
-    if (accept[s]) {
-      dist[s] = 0;
-      queue.push(s);
-    }
-  }
-  for (let k = 0; k < queue.length; k++) {
-    for (const p of preds[queue[k]]) {
-      if (dist[p] === Infinity) {
-        dist[p] = dist[queue[k]] + 1;
-        queue.push(p);
-      }
-    }
-  }
-  return dist;
-}
-
 /** A ByteDfa from its transitions and accepting states (dist filled in); every state must be live. */
 export function makeDfa(states: number, next: Uint16Array, accept: Uint8Array): ByteDfa {
-  const d = distances(states, next, accept);
-  const dead = d.findIndex((x) => x === Infinity);
+  const dist = distances(next, accept, states, 256);
+  const dead = dist.findIndex((x) => x === UNREACHABLE);
   if (dead >= 0) throw new Error(`state ${dead} cannot reach an accepting state`);
-  return { states, next, dist: Uint32Array.from(d), accept };
+  return { states, next, dist, accept };
 }
 
 /**
@@ -150,11 +123,11 @@ export function randomDfa(rng: Rng, states: number, alphabet: number[], density:
   }
   accept[states - 1] = 1;
   for (;;) {
-    const d = distances(states, next, accept);
-    const live = d.flatMap((x, s) => (x === Infinity ? [] : [s]));
+    const d = [...distances(next, accept, states, 256)];
+    const live = d.flatMap((x, s) => (x === UNREACHABLE ? [] : [s]));
     if (live.length === states) return makeDfa(states, next, accept);
     for (let s = 0; s < states; s++) {
-      if (d[s] === Infinity) {
+      if (d[s] === UNREACHABLE) {
         next[s * 256 + alphabet[rng.int(0, alphabet.length)]] = live[rng.int(0, live.length)];
       }
     }
