@@ -73,7 +73,7 @@ export function modelCost(engine: Engine): ModelCost {
     headParams,
     headBytes,
     x8Params: x8,
-    kvBytesPerToken: d.layers * engine.kv.bytesPerPage / engine.kv.shape.pageSize,
+    kvBytesPerToken: engine.kv.bytesPerPage / engine.kv.shape.pageSize,
     layers: d.layers,
     nq: d.nq,
     hd: d.hd,

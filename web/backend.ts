@@ -30,6 +30,8 @@ export interface ReplyHandlers {
 export interface ReplyStats {
   /** Token counts; null when unknown (a server stream stopped before its usage report). */
   promptTokens: number | null;
+  /** Prompt tokens whose KV came from the prefix cache; null (or absent, in older stored stats): unknown. */
+  cachedTokens?: number | null;
   completionTokens: number | null;
   /** From sending the request to the first token; null when no token came. */
   ttftMs: number | null;

@@ -1,7 +1,8 @@
 /**
  * The transcript: user and assistant messages, streamed text rendered as Markdown at most once per frame,
- * and a stats line (tokens, tok/s, time to first token) under each finished reply; a count that is not
- * known (a server stream stopped before its usage report) is said to be unknown, never guessed.
+ * and a stats line (tokens, tok/s, time to first token, prompt tokens and how many came from the prefix
+ * cache) under each finished reply; a count that is not known (a server stream stopped before its usage
+ * report) is said to be unknown, never guessed.
  * @module
  */
 import type { ReplyStats } from "./backend.ts";
@@ -90,7 +91,11 @@ export class AssistantMessage {
       n === null ? "token count unknown" : `${n} token${n === 1 ? "" : "s"}`,
       s.decodeTps ? `${s.decodeTps.toFixed(1)} tok/s` : null,
       s.ttftMs ? `first token ${Math.round(s.ttftMs)} ms` : null,
-      s.promptTokens ? `prompt ${s.promptTokens} tokens` : null,
+      s.cachedTokens && s.promptTokens
+        ? `${s.cachedTokens} of ${s.promptTokens} prompt tokens cached`
+        : s.promptTokens
+        ? `prompt ${s.promptTokens} tokens`
+        : null,
       s.finishReason === "length" ? "hit max tokens" : s.finishReason === "cancelled" ? "stopped" : null,
     ].filter(Boolean);
     const title = n === null ? "Stopped before the server reported its token counts" : undefined;
@@ -99,6 +104,7 @@ export class AssistantMessage {
     if (s.tokenIds) this.el.dataset.tokenIds = s.tokenIds.join(",");
     this.el.dataset.completionTokens = n === null ? "" : String(n);
     this.el.dataset.promptTokens = s.promptTokens === null ? "" : String(s.promptTokens);
+    this.el.dataset.cachedTokens = s.cachedTokens == null ? "" : String(s.cachedTokens);
     this.el.dataset.tps = s.decodeTps === null ? "" : String(s.decodeTps);
     this.el.dataset.ttftMs = s.ttftMs === null ? "" : String(s.ttftMs);
   }

@@ -7,7 +7,7 @@
  */
 import { Engine } from "../src/engine/engine.ts";
 import type { KvCacheType } from "../src/engine/kv_pool.ts";
-import { Scheduler } from "../src/engine/scheduler.ts";
+import { Scheduler, type SchedulerEvent } from "../src/engine/scheduler.ts";
 import { DeviceError, TokenizerError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
 import { type BlobModelSource, formatBytes } from "../src/platform/browser.ts";
@@ -101,8 +101,10 @@ export class LocalModel implements ChatBackend {
       signal,
     });
     const estimate = new PrefillEstimator(prompt.length, this.engine.soloPrefillChunk, on.onPrefill).start();
-    const listen = (e: { type: string; id: number; processed?: number; total?: number }) => {
-      if (e.type === "prefill" && e.id === gen.id) estimate.real(e.processed!);
+    const listen = (e: SchedulerEvent) => {
+      if (e.id !== gen.id) return;
+      if (e.type === "prefill") estimate.real(e.processed);
+      else if (e.type === "cached") estimate.real(e.tokens);
     };
     this.#sched.listeners.add(listen);
     try {
@@ -114,6 +116,7 @@ export class LocalModel implements ChatBackend {
       if (r.error) throw r.error;
       return {
         promptTokens: r.promptTokens,
+        cachedTokens: r.cachedTokens,
         completionTokens: r.completionTokens,
         ttftMs: r.ttftMs || null,
         decodeTps: r.decodeTps || null,

@@ -52,7 +52,11 @@ export class RemoteModel implements ChatBackend {
     if (s.minP > 0) body.min_p = s.minP;
     const t0 = performance.now();
     let tFirst = 0, tEnd = 0;
-    let usage: { prompt_tokens?: number; completion_tokens?: number } | null = null;
+    let usage: {
+      prompt_tokens?: number;
+      completion_tokens?: number;
+      prompt_tokens_details?: { cached_tokens?: number };
+    } | null = null;
     let finish = "stop";
     let progress: { close(): void } | null = null;
     try {
@@ -94,8 +98,10 @@ export class RemoteModel implements ChatBackend {
     // tokens: a chunk may hold several, or none when a stop string is held back).
     const n = typeof usage?.completion_tokens === "number" ? usage.completion_tokens : null;
     const prompt = typeof usage?.prompt_tokens === "number" ? usage.prompt_tokens : null;
+    const cached = usage?.prompt_tokens_details?.cached_tokens;
     return {
       promptTokens: prompt,
+      cachedTokens: typeof cached === "number" ? cached : null,
       completionTokens: n,
       ttftMs: tFirst ? tFirst - t0 : null,
       // The first token's time is the TTFT; the n − 1 after it are decoded until the stream's end.

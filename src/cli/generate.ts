@@ -2,14 +2,16 @@
  * `npm run generate --`: stream a completion from a model folder.
  *   --model DIR (default: the bundled model)  --prompt TEXT | --prompt-file F  [--chat] [--max-tokens N]
  *   [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]
- *   [--context-window N] [--prefill-chunk N] [--kv-cache act|q8] [--f32]
+ *   [--context-window N] [--prefill-chunk N] [--kv-cache act|q8] [--f32] [--prompt-cache-file FILE]
  * Text goes to stdout as it is generated, a stats line to stderr; --json prints one object instead.
+ * With --prompt-cache-file (made by `deno task cache-prompt`) the prompt continues the cached one.
  * @module
  */
 import { Engine } from "../engine/engine.ts";
 import { Scheduler } from "../engine/scheduler.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
+import { openPromptCache } from "../platform/prompt_cache_file.ts";
 import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
@@ -30,6 +32,7 @@ const SPEC = {
   f32: "boolean",
   "steps-per-submit": "number",
   "kv-cache": "string",
+  "prompt-cache-file": "string",
   help: "boolean",
 } as const;
 
@@ -40,21 +43,15 @@ export async function main(argv: string[]): Promise<number> {
       "usage: npm run generate -- [--model DIR] --prompt TEXT|--prompt-file F [--chat] [--max-tokens N]",
       "       [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]",
       "       [--context-window N] [--prefill-chunk N] [--steps-per-submit N] [--kv-cache act|q8] [--f32]",
+      "       [--prompt-cache-file FILE]",
+      "--prompt-cache-file: a prompt read once by `deno task cache-prompt`; --prompt continues it.",
     ].join("\n"));
     return 0;
   }
-  let prompt = f.prompt;
-  if (f["prompt-file"] !== undefined) {
-    if (prompt !== undefined) throw new ValidationError("give --prompt or --prompt-file, not both", "prompt");
-    try {
-      prompt = await Deno.readTextFile(f["prompt-file"]);
-    } catch (e) {
-      throw new ValidationError(`--prompt-file ${f["prompt-file"]}: ${(e as Error).message}`, "prompt-file");
-    }
-  }
-  if (prompt === undefined) throw new ValidationError("missing --prompt TEXT or --prompt-file F", "prompt");
+  const prompt = await readPrompt(f.prompt, f["prompt-file"]);
   const maxTokens = f["max-tokens"] ?? 256;
-  const engine = await Engine.load(new DiskModelSource(f.model ?? DEFAULT_MODEL_DIR), {
+  const model = f.model ?? DEFAULT_MODEL_DIR;
+  const engine = await Engine.load(new DiskModelSource(model), {
     gpuOptions: { f16: !f.f32 },
     maxBatch: 1,
     contextWindow: f["context-window"],
@@ -64,8 +61,15 @@ export async function main(argv: string[]): Promise<number> {
   const tok = engine.tokenizer;
   if (!tok) throw new ValidationError(`${f.model}: no tokenizer.json, cannot generate text`, "model");
   const text = f.chat ? tok.applyChatTemplate([{ role: "user", content: prompt }]) : prompt;
-  const ids = tok.encode(text);
-  const sched = new Scheduler(engine, { stepsPerSubmit: f["steps-per-submit"] });
+  let ids = tok.encode(text);
+  const cache = f["prompt-cache-file"] === undefined
+    ? null
+    : await openPromptCache(engine, model, f["prompt-cache-file"]);
+  if (cache) ids = [...cache.ids, ...ids];
+  const sched = new Scheduler(engine, {
+    stepsPerSubmit: f["steps-per-submit"],
+    ...(cache ? { prefixFolder: cache.prefixFolder } : {}),
+  });
   const gen = sched.submit({
     prompt: ids,
     maxTokens: Math.min(maxTokens, engine.contextWindow - ids.length),
@@ -90,6 +94,7 @@ export async function main(argv: string[]): Promise<number> {
       text: r.text,
       finish_reason: r.finishReason,
       prompt_tokens: r.promptTokens,
+      cached_tokens: r.cachedTokens,
       completion_tokens: r.completionTokens,
       ttft_ms: round(r.ttftMs),
       prefill_tps: round(r.prefillTps),
@@ -105,6 +110,20 @@ export async function main(argv: string[]): Promise<number> {
   await sched.close();
   engine.destroy();
   return 0;
+}
+
+/** The text of --prompt or of --prompt-file; exactly one of them. */
+export async function readPrompt(text: string | undefined, file: string | undefined): Promise<string> {
+  if (file !== undefined) {
+    if (text !== undefined) throw new ValidationError("give --prompt or --prompt-file, not both", "prompt");
+    try {
+      return await Deno.readTextFile(file);
+    } catch (e) {
+      throw new ValidationError(`--prompt-file ${file}: ${(e as Error).message}`, "prompt-file");
+    }
+  }
+  if (text === undefined) throw new ValidationError("missing --prompt TEXT or --prompt-file F", "prompt");
+  return text;
 }
 
 function round(x: number): number {

@@ -3,9 +3,15 @@
  *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
  *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--solo-prefill-chunk N]
  *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32] [--strict-model-name]
- *   [--cors ORIGIN[,ORIGIN...]]
+ *   [--cors ORIGIN[,ORIGIN...]] [--prefix-cache-bytes N] [--prefix-cache-dir DIR|none]
+ *   [--prefix-cache-disk-bytes N] [--kv-budget-gb N] [--synthetic SHAPE]
  * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone
  * (--solo-prefill-chunk; default --prefill-chunk where that is given).
+ * Prefix cache: KV pages of earlier prompts are kept and reused by prompts that start with the same tokens
+ * (--prefix-cache-bytes, default the whole KV pool: cached pages are free pages that remember, and any
+ * request takes them back before it is refused; 0 turns it off). Pages leaving memory go to a folder
+ * (--prefix-cache-dir, default $XDG_CACHE_HOME/flint/prefix or ~/.cache/flint/prefix; none: no disk tier)
+ * of at most --prefix-cache-disk-bytes (default 16 GiB).
  * The API key may also come from FLINT_API_KEY (kept out of `ps`). The engine runs in a worker
  * (server/model_worker.ts), so this thread only serves HTTP.
  * @module
@@ -13,7 +19,9 @@
 import { NotFoundError, PermissionError, ValidationError } from "../errors.ts";
 import { createApp } from "../server/app.ts";
 import { ModelHost } from "../server/host.ts";
+import type { PrefixCacheReport } from "../server/worker_protocol.ts";
 import { DEFAULT_MODEL_DIR } from "../platform/deno.ts";
+import { defaultPrefixCacheDir } from "../platform/prefix_folder.ts";
 import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
 
 const SPEC = {
@@ -34,21 +42,49 @@ const SPEC = {
   "strict-model-name": "boolean",
   "keep-alive-s": "number",
   cors: "string",
+  "prefix-cache-bytes": "number",
+  "prefix-cache-dir": "string",
+  "prefix-cache-disk-bytes": "number",
+  "kv-budget-gb": "number",
+  synthetic: "string",
   help: "boolean",
 } as const;
 
 const USAGE = `usage: npm start -- [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
        [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
-       [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10]
+       [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10] [--prefix-cache-bytes N]
+       [--prefix-cache-dir DIR|none] [--prefix-cache-disk-bytes N] [--kv-budget-gb 4] [--synthetic SHAPE]
 Any model name in a request is answered by the served model, unless --strict-model-name (then only its
 folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any).
 Streams send a keep-alive (an OpenAI SSE comment, an Anthropic ping event) every --keep-alive-s seconds
-while there is nothing else to send.`;
+while there is nothing else to send.
+Prompts that start like an earlier one reuse its KV pages: --prefix-cache-bytes caps the memory they keep
+(default: the whole KV pool, since any request takes cached pages back before it is refused; 0: off).
+Pages leaving memory are kept in --prefix-cache-dir (default $XDG_CACHE_HOME/flint/prefix, else
+~/.cache/flint/prefix; none: not kept), up to --prefix-cache-disk-bytes (default 16 GiB).
+--kv-budget-gb caps the KV pool (default 4), and with it the longest context that fits. --synthetic SHAPE
+(benchmarks: qwen3-4b, ...) serves random weights of that shape with the bundled model's tokenizer.`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
   return b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(1)} MiB` : `${(b / 2 ** 10).toFixed(0)} KiB`;
+}
+
+/** `--name N` as a byte count ≥ 0 (undefined when absent). */
+function bytesFlag(name: string, v: number | undefined): number | undefined {
+  if (v === undefined) return v;
+  if (!Number.isSafeInteger(v) || v < 0) {
+    throw new ValidationError(`--${name} must be a whole number of bytes (0 or more)`, name);
+  }
+  return v;
+}
+
+/** The banner's prefix cache line: its memory budget, and where pages that leave memory go. */
+function cacheLine(pc: PrefixCacheReport | null, pageBytes: number): string {
+  if (!pc) return "off";
+  const disk = pc.dir ? `${pc.dir}, up to ${size(pc.diskBudgetBytes ?? 0)}` : "off";
+  return `up to ${size(pc.budgetPages * pageBytes)} in memory (${pc.budgetPages} KV pages); disk ${disk}`;
 }
 
 /**
@@ -123,8 +159,15 @@ export async function main(argv: string[]): Promise<number> {
     return v;
   };
   const list = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const dirFlag = f["prefix-cache-dir"];
+  if (dirFlag === "") {
+    throw new ValidationError("--prefix-cache-dir needs a folder or none", "prefix-cache-dir");
+  }
+  const prefixCacheDir = dirFlag === "none" ? null : dirFlag ?? defaultPrefixCacheDir();
   checkPort(hostname, port);
-  console.log(`[flint] loading ${modelDir} ...`);
+  console.log(
+    `[flint] loading ${f.synthetic ? `synthetic ${f.synthetic} (tokenizer of ${modelDir})` : modelDir} ...`,
+  );
   const host = await ModelHost.open(modelDir, {
     f16: !f.f32,
     maxBatch,
@@ -133,6 +176,13 @@ export async function main(argv: string[]): Promise<number> {
     soloPrefillChunk: positive("solo-prefill-chunk", f["solo-prefill-chunk"]),
     kvCache: kvCacheFlag(f["kv-cache"]),
     stepsPerSubmit: positive("steps-per-submit", f["steps-per-submit"]),
+    prefixCacheBytes: bytesFlag("prefix-cache-bytes", f["prefix-cache-bytes"]),
+    prefixCacheDir,
+    prefixCacheDiskBytes: bytesFlag("prefix-cache-disk-bytes", f["prefix-cache-disk-bytes"]) ?? 16 * 2 ** 30,
+    kvBudgetBytes: f["kv-budget-gb"] !== undefined
+      ? Math.round((positive("kv-budget-gb", f["kv-budget-gb"]) ?? 4) * 2 ** 30)
+      : undefined,
+    synthetic: f.synthetic,
   });
   const { app } = await createApp(host, {
     apiKey: apiKey || undefined,
@@ -167,6 +217,7 @@ export async function main(argv: string[]): Promise<number> {
         }), max batch ${info.maxBatch}`,
         `  prefill chunks  ${info.prefillChunk} rows beside decoding requests, ` +
         `${info.soloPrefillChunk} alone`,
+        `  prefix cache    ${cacheLine(stats.prefixCache, info.kvPageBytes)}`,
         `  model names     ${
           f["strict-model-name"]
             ? `${name}${f.alias ? `, ${f.alias}` : ""} only`

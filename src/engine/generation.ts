@@ -4,6 +4,7 @@
  * @module
  */
 import type { ByteDfa } from "../grammar/dfa.ts";
+import type { PageFolder } from "./prefix_store.ts";
 import type { SamplingParams } from "./slots.ts";
 
 export interface GenerateRequest {
@@ -30,6 +31,8 @@ export interface GenerationResult {
   /** The stop string that ended generation, if any. */
   stopSequence: string | null;
   promptTokens: number;
+  /** Prompt tokens read from the prefix cache instead of prefilled. */
+  cachedTokens: number;
   /** Sampled tokens, including a final EOS. */
   completionTokens: number;
   ttftMs: number;
@@ -46,6 +49,8 @@ export interface TokenChunk {
 
 export type SchedulerEvent =
   | { type: "start"; id: number; promptTokens: number }
+  /** Its prefill starts: `tokens` of the prompt came from the prefix cache, its first pages are held. */
+  | { type: "cached"; id: number; tokens: number; total: number }
   | { type: "prefill"; id: number; processed: number; total: number }
   | { type: "finish"; id: number; reason: FinishReason; completionTokens: number; ttftMs: number };
 
@@ -54,6 +59,16 @@ export interface SchedulerOptions {
   stepsPerSubmit?: number;
   /** A prefill on an idle GPU submits its first layers before encoding the rest (default true). */
   headStart?: boolean;
+  /**
+   * Bytes of KV pages the prefix cache may keep (default: the whole pool, since any request takes cached
+   * pages back before it is refused); 0 turns the cache off.
+   */
+  prefixCacheBytes?: number;
+  /**
+   * The prefix cache's second tier: a folder for page files of this model (`fingerprint`), the bytes they
+   * may take, and how long the GPU stays idle before cached pages are written (default 1000 ms).
+   */
+  prefixFolder?: { folder: PageFolder; fingerprint: string; budgetBytes: number; idleMs?: number };
 }
 
 /** The result of a request that failed before or while it ran: nothing generated, the error kept. */
@@ -64,6 +79,7 @@ export function failedResult(promptTokens: number, error: Error): GenerationResu
     finishReason: "error",
     stopSequence: null,
     promptTokens,
+    cachedTokens: 0,
     completionTokens: 0,
     ttftMs: 0,
     prefillTps: 0,

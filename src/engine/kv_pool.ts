@@ -1,7 +1,8 @@
 /**
  * The paged KV cache: one pool of fixed-size pages per layer, allocated once; a sequence owns a row of the
  * page table (slot → page ids) and attention reads through it. Batching, prefix sharing and rollback
- * (truncate a length) never copy KV.
+ * (truncate a length) never copy KV. Pages are reference-counted: a page of a cached prefix
+ * (prefix_cache.ts) is held by the cache and by every sequence whose table points at it.
  * @module
  */
 import { CapacityError } from "../errors.ts";
@@ -45,32 +46,45 @@ export class KvPool {
   readonly scales: GPUBuffer[] | null;
   /** (maxSlots, maxPages) u32. */
   readonly pageTable: GPUBuffer;
+  /** Bytes of one page across all layers (K, V and q8 scales). */
   readonly bytesPerPage: number;
+  /** Per layer: bytes of one page in `layers[l]`, and in `scales[l]` (0 without q8). */
+  readonly pageValueBytes: number;
+  readonly pageScaleBytes: number;
   #free: number[];
   #table: Uint32Array;
+  /** Holders of each page: sequences whose table row points at it, and the prefix cache. */
+  #refs: Uint16Array;
+  /**
+   * Frees up to `n` pages held only by the prefix cache and returns how many it freed; `reclaimable` says how
+   * many it could. Set by the cache; without one, nothing is reclaimable.
+   */
+  reclaimer: { reclaimable(): number; reclaim(n: number): number } | null = null;
 
   constructor(readonly gpu: Gpu, readonly shape: KvShape) {
     const type = shape.type ?? "act";
-    this.bytesPerPage = kvBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize;
-    const layerBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize *
-      shape.numPages;
+    this.pageValueBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize;
+    this.pageScaleBytes = type === "q8" ? (this.pageValueBytes / kv8Block(shape.hd)) * 4 : 0;
+    this.bytesPerPage = shape.layers * (this.pageValueBytes + this.pageScaleBytes);
+    const layerBytes = this.pageValueBytes * shape.numPages;
     if (layerBytes > gpu.info.maxBinding) {
       throw new CapacityError(
         `KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, ` +
           `over the ${gpu.info.maxBinding}-byte binding limit`,
       );
     }
+    // Copies in and out: the prefix cache's second tier (prefix_store.ts).
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
     this.layers = Array.from(
       { length: shape.layers },
-      (_, l) =>
-        gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage: GPUBufferUsage.STORAGE }),
+      (_, l) => gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage }),
     );
     this.scales = type === "q8"
       ? Array.from({ length: shape.layers }, (_, l) =>
         gpu.memory.create("kv", {
           label: `kv_scale.${l}`,
-          size: (layerBytes / kv8Block(shape.hd)) * 4,
-          usage: GPUBufferUsage.STORAGE,
+          size: this.pageScaleBytes * shape.numPages,
+          usage,
         }))
       : null;
     this.pageTable = gpu.memory.create("kv", {
@@ -79,6 +93,7 @@ export class KvPool {
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
     });
     this.#table = new Uint32Array(shape.maxSlots * shape.maxPages);
+    this.#refs = new Uint16Array(shape.numPages);
     // Highest ids first so pop() hands out low ids: deterministic layouts make runs repeatable.
     this.#free = Array.from({ length: shape.numPages }, (_, i) => shape.numPages - 1 - i);
   }
@@ -88,6 +103,14 @@ export class KvPool {
   }
   get usedPages(): number {
     return this.shape.numPages - this.#free.length;
+  }
+  /** Free pages plus those the prefix cache would give up: what a new request can count on. */
+  get availablePages(): number {
+    return this.#free.length + (this.reclaimer?.reclaimable() ?? 0);
+  }
+  /** How many holders `page` has (0: free). */
+  refs(page: number): number {
+    return this.#refs[page];
   }
 
   /** Pages needed to hold positions 0 .. n−1. */
@@ -103,27 +126,78 @@ export class KvPool {
     const need = this.pagesFor(upto + 1);
     if (need > this.shape.maxPages) throw new CapacityError(`position ${upto} is beyond the context window`);
     if (need <= pages.length) return;
-    if (need - pages.length > this.#free.length) {
+    const short = need - pages.length - this.#free.length;
+    if (short > 0 && (this.reclaimer?.reclaim(short) ?? 0) < short) {
       throw new CapacityError(
         `KV cache full: need ${need - pages.length} more pages, ${this.#free.length} free`,
       );
     }
     const first = pages.length;
-    while (pages.length < need) pages.push(this.#free.pop()!);
+    while (pages.length < need) {
+      const p = this.#free.pop()!;
+      this.#refs[p] = 1;
+      pages.push(p);
+    }
+    this.#upload(slot, pages, first);
+  }
+
+  /**
+   * Appends `shared` pages (a cached prefix, never written again) to a sequence's row, which holds only
+   * shared pages so far, and takes a reference on each.
+   */
+  share(slot: number, pages: number[], shared: number[]): void {
+    const first = pages.length;
+    for (const p of shared) {
+      this.#refs[p]++;
+      pages.push(p);
+    }
+    if (shared.length) this.#upload(slot, pages, first);
+  }
+
+  /**
+   * Takes `n` pages outside any sequence (one reference each, the caller's), reclaiming cached ones if
+   * needed; throws CapacityError when the pool cannot spare them.
+   */
+  alloc(n: number): number[] {
+    const short = n - this.#free.length;
+    if (short > 0 && (this.reclaimer?.reclaim(short) ?? 0) < short) {
+      throw new CapacityError(`KV cache full: need ${n} pages, ${this.#free.length} free`);
+    }
+    return Array.from({ length: n }, () => {
+      const p = this.#free.pop()!;
+      this.#refs[p] = 1;
+      return p;
+    });
+  }
+
+  /** Takes one more reference on `page` (the prefix cache keeping a sequence's page). */
+  retain(page: number): void {
+    if (!this.#refs[page]) throw new Error(`page ${page} is free`);
+    this.#refs[page]++;
+  }
+
+  #upload(slot: number, pages: number[], first: number): void {
     const row = slot * this.shape.maxPages;
-    for (let i = first; i < need; i++) this.#table[row + i] = pages[i];
+    for (let i = first; i < pages.length; i++) this.#table[row + i] = pages[i];
     this.gpu.device.queue.writeBuffer(
       this.pageTable,
       (row + first) * 4,
       this.#table,
       row + first,
-      need - first,
+      pages.length - first,
     );
   }
 
-  /** Returns pages to the pool. Safe right away: later GPU work is queued after work already submitted. */
+  /**
+   * Drops one reference on each page; a page nobody holds returns to the pool. Safe right away: later GPU
+   * work is queued after work already submitted.
+   */
   release(pages: number[]): void {
-    for (let i = pages.length - 1; i >= 0; i--) this.#free.push(pages[i]);
+    for (let i = pages.length - 1; i >= 0; i--) {
+      const p = pages[i];
+      if (!this.#refs[p]) throw new Error(`page ${p} released twice`);
+      if (--this.#refs[p] === 0) this.#free.push(p);
+    }
     pages.length = 0;
   }
 

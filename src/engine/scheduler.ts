@@ -17,6 +17,9 @@ import {
   type SchedulerEvent,
   type SchedulerOptions,
 } from "./generation.ts";
+import { PrefixReuse } from "./prefix.ts";
+import type { PrefixCache } from "./prefix_cache.ts";
+import type { PrefixStore } from "./prefix_store.ts";
 import { Seq } from "./sequence.ts";
 import type { StepLayout } from "./step.ts";
 
@@ -47,6 +50,7 @@ export class Scheduler {
   readonly listeners = new Set<(e: SchedulerEvent) => void>();
   readonly stepsPerSubmit: number;
   readonly headStart: boolean;
+  readonly prefix: PrefixReuse;
   #queue: Seq[] = [];
   #active: Seq[] = [];
   #pool: StagingBuffer[] = [];
@@ -59,6 +63,15 @@ export class Scheduler {
   constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
     this.stepsPerSubmit = opts.stepsPerSubmit ?? 16;
     this.headStart = opts.headStart ?? true;
+    this.prefix = new PrefixReuse(engine.kv, opts);
+  }
+
+  /** The prefix cache (null when off) and its second tier (null without a folder). */
+  get prefixCache(): PrefixCache | null {
+    return this.prefix.cache;
+  }
+  get prefixStore(): PrefixStore | null {
+    return this.prefix.store;
   }
 
   /** Sequences waiting for a slot, and running. */
@@ -108,6 +121,7 @@ export class Scheduler {
   /** Stops accepting work once idle. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.prefix.close();
     this.#kick();
     await this.#loop;
     for (const s of this.#pool) s.destroy();
@@ -124,6 +138,7 @@ export class Scheduler {
         this.#loop = null;
         // A submit between the loop's last check and here found the loop still set: start it again.
         if (this.#queue.length) this.#kick();
+        else if (!this.#closed) this.prefix.scheduleSpill(() => !!this.#loop || this.#closed);
       });
     }
     this.#wake?.();
@@ -171,6 +186,11 @@ export class Scheduler {
     }
   }
 
+  /** Writes every cached page to the second tier now and waits for the files (tests, `cache-prompt`). */
+  flushPrefixCache(): Promise<void> {
+    return this.prefix.flush();
+  }
+
   /** Cancelled sequences end now; their in-flight results are ignored. */
   #reap(): void {
     for (const s of [...this.#queue, ...this.#active]) {
@@ -183,7 +203,7 @@ export class Scheduler {
     while (this.#queue.length && slots.free > 0) {
       const s = this.#queue[0];
       const need = kv.pagesFor(s.req.prompt.length + 1);
-      if (need > kv.freePages) {
+      if (need > kv.availablePages) {
         if (!this.#active.length) {
           this.#finish(s, "error", new CapacityError("the KV cache cannot hold this prompt"));
         }
@@ -211,6 +231,8 @@ export class Scheduler {
     let pre: Seq | undefined;
     let steps: number;
     let chunk = 0;
+    const next = this.#active.find((s) => s.phase === "prefill");
+    if (next && !next.looked) await this.prefix.reuse(next);
     // Pages for everything the group can write (a finished row keeps rewriting its last position ≤ limit);
     // a sequence the pool cannot grow ends with "length" and the group is planned again without it.
     for (;;) {
@@ -236,6 +258,10 @@ export class Scheduler {
         continue;
       }
       break;
+    }
+    if (pre && !pre.begun) {
+      pre.begun = true;
+      this.#emit({ type: "cached", id: pre.id, tokens: pre.cached, total: pre.req.prompt.length });
     }
     const D = decoding.length;
     const rows: number[] = [];
@@ -329,6 +355,7 @@ export class Scheduler {
     const now = performance.now();
     if (g.prefill && g.prefill.seq.phase !== "finished") {
       const s = g.prefill.seq;
+      this.prefix.written(s, g.prefill.processed);
       this.#emit({ type: "prefill", id: s.id, processed: g.prefill.processed, total: s.req.prompt.length });
     }
     let off = this.engine.slots.count * 4;

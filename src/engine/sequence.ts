@@ -13,6 +13,12 @@ export class Seq {
   pages: number[] = [];
   limit = 0; // last position a generated token may take
   prefilled = 0;
+  /** The prefix cache was consulted (before the first prefill chunk). */
+  looked = false;
+  /** Its prefill has its first pages (the "cached" event went out). */
+  begun = false;
+  /** Prompt tokens whose KV came from the prefix cache. */
+  cached = 0;
   encPos = -1; // slot.pos once all submitted work has run (CPU prediction, an upper bound)
   readPos = -1; // last position whose token has been processed
   phase: "queued" | "prefill" | "decode" | "finished" = "queued";
@@ -99,9 +105,10 @@ export class Seq {
       finishReason: reason,
       stopSequence: this.stopSeq,
       promptTokens: this.req.prompt.length,
+      cachedTokens: this.cached,
       completionTokens: this.sampled,
       ttftMs: ttft,
-      prefillTps: ttft ? this.req.prompt.length / (ttft / 1000) : 0,
+      prefillTps: ttft ? (this.req.prompt.length - this.cached) / (ttft / 1000) : 0,
       decodeTps: this.sampled > 1 && end > this.tFirst
         ? (this.sampled - 1) / ((end - this.tFirst) / 1000)
         : 0,

@@ -25,6 +25,13 @@ export class Tokenizer {
   readonly specialIds: Set<number>;
   /** The parsed tokenizer.json (read-only; grammar/token_bytes.ts derives each token's bytes from it). */
   readonly json: Readonly<Record<string, any>>;
+  /**
+   * Added tokens as one pattern (longest first) and their ids, when text between them is tokenized on its
+   * own (as HF does) so pieces can be cached: agent clients resend the same long system prompt every turn.
+   */
+  readonly #added: { pattern: RegExp; ids: Map<string, number> } | null;
+  readonly #pieces = new Map<string, number[]>();
+  #pieceChars = 0;
 
   private constructor(
     tok: HfTokenizer,
@@ -45,6 +52,7 @@ export class Tokenizer {
     for (const [id, t] of Object.entries(config.added_tokens_decoder ?? {})) {
       if ((t as any)?.special) this.specialIds.add(Number(id));
     }
+    this.#added = piecewise(json);
   }
 
   /** Reads tokenizer.json and tokenizer_config.json (and chat_template.jinja/json when present). */
@@ -101,7 +109,41 @@ export class Tokenizer {
 
   /** Token ids of `text`; special-token strings in the text are recognised (chat templates rely on it). */
   encode(text: string): number[] {
+    if (!this.#added || text.length < PIECE_MIN_CHARS) return this.#encodeRaw(text);
+    const out: number[] = [];
+    const add = (ids: number[]) => {
+      for (const id of ids) out.push(id);
+    };
+    let last = 0;
+    for (const m of text.matchAll(this.#added.pattern)) {
+      if (m.index > last) add(this.#piece(text.slice(last, m.index)));
+      out.push(this.#added.ids.get(m[0])!);
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) add(this.#piece(text.slice(last)));
+    return out;
+  }
+
+  #encodeRaw(text: string): number[] {
     return this.#tok.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /** Ids of text between added tokens, from a cache of recent long pieces (least recently used dropped). */
+  #piece(text: string): number[] {
+    if (text.length < PIECE_MIN_CHARS) return this.#encodeRaw(text);
+    let ids = this.#pieces.get(text);
+    if (ids) this.#pieces.delete(text);
+    else {
+      ids = this.#encodeRaw(text);
+      this.#pieceChars += text.length;
+    }
+    this.#pieces.set(text, ids);
+    for (const [k] of this.#pieces) {
+      if (this.#pieceChars <= PIECE_CACHE_CHARS) break;
+      this.#pieces.delete(k);
+      this.#pieceChars -= k.length;
+    }
+    return ids;
   }
 
   decode(ids: number[], skipSpecial = true): string {
@@ -135,6 +177,30 @@ export class Tokenizer {
   stream(): StreamDecoder {
     return new StreamDecoder(this);
   }
+}
+
+/** Pieces shorter than this are tokenized each time; the cache keeps at most PIECE_CACHE_CHARS of text. */
+const PIECE_MIN_CHARS = 256;
+const PIECE_CACHE_CHARS = 8 << 20;
+
+/**
+ * The added-token split, where tokenizing the pieces between added tokens apart gives the ids of the whole:
+ * added tokens matched on raw text (not normalized, no lstrip/rstrip/single_word), no normalizer or NFC,
+ * and a byte-level pre-tokenizer without a prefix space (Qwen, Llama 3). Otherwise null (no piece cache).
+ */
+function piecewise(json: Record<string, any>): { pattern: RegExp; ids: Map<string, number> } | null {
+  const added: any[] = json.added_tokens ?? [];
+  if (!added.length || added.some((t) => t.normalized || t.lstrip || t.rstrip || t.single_word)) return null;
+  if (json.normalizer && json.normalizer.type !== "NFC") return null;
+  const pre = json.pre_tokenizer;
+  const parts: any[] = pre?.type === "Sequence" ? pre.pretokenizers : [pre];
+  const byteLevel = parts.filter((p) => p?.type === "ByteLevel");
+  if (byteLevel.length !== 1 || byteLevel[0].add_prefix_space) return null;
+  if (!parts.every((p) => p?.type === "ByteLevel" || p?.type === "Split")) return null;
+  const ids = new Map<string, number>(added.map((t) => [t.content as string, t.id as number]));
+  const alts = [...ids.keys()].sort((a, b) => b.length - a.length)
+    .map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return { pattern: new RegExp(alts.join("|"), "g"), ids };
 }
 
 function tokenString(t: unknown): string {

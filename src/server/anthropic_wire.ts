@@ -25,12 +25,13 @@ export function stopReason(r: Finish, calls: number): { stop_reason: string; sto
   return { stop_reason: "end_turn", stop_sequence: null };
 }
 
-function usage(input: number, output: number) {
+/** Anthropic counts only the prompt tokens not read from the cache as input_tokens. */
+function usage(prompt: number, output: number, cached = 0) {
   return {
-    input_tokens: input,
+    input_tokens: prompt - cached,
     output_tokens: output,
     cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    cache_read_input_tokens: cached,
   };
 }
 
@@ -67,7 +68,7 @@ export function messageBody(meta: MessageMeta, pieces: ToolPiece[], r: Finish): 
     model: meta.model,
     content,
     ...stopReason(r, calls),
-    usage: usage(r.promptTokens, r.completionTokens),
+    usage: usage(r.promptTokens, r.completionTokens, r.cachedTokens),
   };
 }
 
@@ -146,7 +147,8 @@ export class MessageEvents {
       ["message_delta", {
         type: "message_delta",
         delta: stopReason(r, this.#calls),
-        usage: { output_tokens: r.completionTokens },
+        // message_start went out before the cache was consulted: the final split is given here.
+        usage: usage(r.promptTokens, r.completionTokens, r.cachedTokens),
       }],
       ["message_stop", { type: "message_stop" }],
     );

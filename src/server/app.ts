@@ -18,6 +18,7 @@ import { Metrics } from "./metrics.ts";
 import { openaiRoutes } from "./openai.ts";
 import { ProgressFeed } from "./progress.ts";
 import { responsesRoutes } from "./responses.ts";
+import type { PrefixCacheReport } from "./worker_protocol.ts";
 
 /**
  * Below the runtime's own limit (~64 KiB for the whole request head, answered with an empty 400), so a
@@ -59,8 +60,28 @@ function presentedKey(req: Request): string | null {
   return req.headers.get("x-api-key");
 }
 
+/** /health's prefix cache figures: memory (pages the cache holds, budget), counters since load, disk. */
+function prefixCacheBody(pc: PrefixCacheReport | null, pageBytes: number): Record<string, unknown> {
+  return {
+    enabled: pc !== null,
+    pages: pc?.pages ?? 0,
+    bytes: (pc?.pages ?? 0) * pageBytes,
+    budget_bytes: (pc?.budgetPages ?? 0) * pageBytes,
+    idle_pages: pc?.idlePages ?? 0,
+    hits: pc?.hits ?? 0,
+    misses: pc?.misses ?? 0,
+    tokens_reused: pc?.tokensReused ?? 0,
+    tokens_loaded: pc?.tokensLoaded ?? 0,
+    evictions: pc?.evictions ?? 0,
+    disk: { dir: pc?.dir ?? null, bytes: pc?.diskBytes ?? 0, budget_bytes: pc?.diskBudgetBytes ?? 0 },
+  };
+}
+
 export function healthBody(host: ModelHost): Record<string, unknown> {
   const { info, stats, name, model } = host.served;
+  // Pages only the prefix cache holds are not in use: any request takes them back.
+  const cached = stats.prefixCache?.idlePages ?? 0;
+  const held = stats.usedPages - cached;
   return {
     status: model.failure ? "failed" : host.swapping ? "loading" : "ok",
     ...(model.failure ? { error: model.failure } : {}),
@@ -68,12 +89,15 @@ export function healthBody(host: ModelHost): Record<string, unknown> {
     context_window: info.contextWindow,
     adapter: info.adapter,
     kv: {
-      used_pages: stats.usedPages,
+      used_pages: held,
+      cached_pages: cached,
       free_pages: stats.freePages,
       total_pages: stats.usedPages + stats.freePages,
       bytes_per_page: info.kvPageBytes,
-      used_bytes: stats.usedPages * info.kvPageBytes,
+      used_bytes: held * info.kvPageBytes,
+      cached_bytes: cached * info.kvPageBytes,
     },
+    prefix_cache: prefixCacheBody(stats.prefixCache, info.kvPageBytes),
     queue_depth: stats.queued,
     running: stats.running,
     in_flight: host.inFlight,

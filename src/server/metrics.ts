@@ -1,10 +1,12 @@
 /**
  * Prometheus text exposition (format 0.0.4) without a client library: counters and histograms fed by
- * requests and finished generations, gauges read from the served model when scraped.
+ * requests and finished generations; gauges, and the counters the model worker keeps (the prefix cache's),
+ * read from the served model's latest report when scraped.
  * @module
  */
 import type { GenerationResult } from "../engine/scheduler.ts";
 import type { ModelHost } from "./host.ts";
+import type { PrefixCacheReport } from "./worker_protocol.ts";
 
 type Labels = Record<string, string>;
 
@@ -57,10 +59,15 @@ class Histogram {
   }
 }
 
-function gauge(name: string, help: string, values: [Labels, number][]): string {
-  const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`];
+/** A metric read from an absolute value when scraped: a gauge, or a counter the model worker keeps. */
+function sample(type: "gauge" | "counter", name: string, help: string, values: [Labels, number][]): string {
+  const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
   for (const [l, v] of values) lines.push(`${name}${labelText(l)} ${v}`);
   return lines.join("\n");
+}
+
+function gauge(name: string, help: string, values: [Labels, number][]): string {
+  return sample("gauge", name, help, values);
 }
 
 const RATE_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
@@ -112,6 +119,9 @@ export class Metrics {
     const { info, stats, name } = host.served;
     const mem = stats.memory;
     const m = { model: name };
+    const pc = stats.prefixCache;
+    const idle = pc?.idlePages ?? 0;
+    const held = stats.usedPages - idle;
     return [
       this.requests.render(),
       this.generations.render(),
@@ -120,9 +130,14 @@ export class Metrics {
       this.ttft.render(),
       this.prefill.render(),
       this.decode.render(),
-      gauge("flint_kv_pages_used", "KV cache pages in use.", [[m, stats.usedPages]]),
+      gauge("flint_kv_pages_used", "KV cache pages held by running requests.", [[m, held]]),
+      gauge("flint_kv_pages_cached", "KV cache pages held by the prefix cache alone.", [[m, idle]]),
       gauge("flint_kv_pages_total", "KV cache pages in the pool.", [[m, stats.usedPages + stats.freePages]]),
-      gauge("flint_kv_used_bytes", "KV cache bytes in use.", [[m, stats.usedPages * info.kvPageBytes]]),
+      gauge("flint_kv_used_bytes", "KV cache bytes held by running requests.", [[
+        m,
+        held * info.kvPageBytes,
+      ]]),
+      ...prefixCacheMetrics(m, pc, info.kvPageBytes),
       gauge("flint_queue_depth", "Requests waiting for a sequence slot.", [[m, stats.queued]]),
       gauge("flint_running_sequences", "Sequences being prefilled or decoded.", [[m, stats.running]]),
       gauge("flint_requests_in_flight", "HTTP requests holding the model.", [[m, host.inFlight]]),
@@ -139,4 +154,29 @@ export class Metrics {
       ),
     ].join("\n") + "\n";
   }
+}
+
+/** The prefix cache's figures from the worker's latest report (zeros while it is off). */
+function prefixCacheMetrics(m: Labels, pc: PrefixCacheReport | null, pageBytes: number): string[] {
+  const counter = (name: string, help: string, v: number) =>
+    sample("counter", `flint_prefix_cache_${name}_total`, help, [[m, v]]);
+  const g = (name: string, help: string, v: number) => gauge(`flint_prefix_cache_${name}`, help, [[m, v]]);
+  return [
+    counter("hits", "Prompts that reused cached KV pages.", pc?.hits ?? 0),
+    counter("misses", "Prompts that found no cached KV pages.", pc?.misses ?? 0),
+    counter(
+      "tokens_reused",
+      "Prompt tokens taken from the prefix cache instead of prefilled.",
+      pc?.tokensReused ?? 0,
+    ),
+    counter("tokens_loaded", "Of the reused tokens, those loaded from disk.", pc?.tokensLoaded ?? 0),
+    counter("evictions", "Cached KV pages evicted from memory.", pc?.evictions ?? 0),
+    g("bytes", "Bytes of KV pages held by the prefix cache in memory.", (pc?.pages ?? 0) * pageBytes),
+    g(
+      "budget_bytes",
+      "Bytes of KV pages the prefix cache may keep in memory.",
+      (pc?.budgetPages ?? 0) * pageBytes,
+    ),
+    g("disk_bytes", "Bytes of KV pages the prefix cache keeps on disk.", pc?.diskBytes ?? 0),
+  ];
 }

@@ -136,6 +136,9 @@ export class ModelClient {
         this.#stats = m.stats;
         for (const l of this.listeners) l(m.event);
         return;
+      case "stats":
+        this.#stats = m.stats;
+        return;
       case "closed":
         this.#closed?.();
         return;

@@ -7,15 +7,19 @@
  */
 /// <reference lib="deno.worker" />
 import { Engine } from "../engine/engine.ts";
-import { failedResult } from "../engine/generation.ts";
+import { failedResult, type SchedulerOptions } from "../engine/generation.ts";
 import { type GenerationResult, Scheduler } from "../engine/scheduler.ts";
+import { SyntheticModelSource, syntheticWeightSource } from "../loader/synthetic.ts";
 import { DiskModelSource } from "../platform/deno.ts";
+import { prefixFolder } from "../platform/prefix_folder.ts";
 import { ValidationError } from "../errors.ts";
 import {
   type ModelInfo,
+  type ModelLoadOptions,
   type ModelReply,
   type ModelRequest,
   type ModelStats,
+  type PrefixCacheReport,
   toWireError,
   type WireResult,
 } from "./worker_protocol.ts";
@@ -38,7 +42,36 @@ function stats(): ModelStats {
     queued: scheduler?.queued ?? 0,
     running: scheduler?.running ?? 0,
     memory: e.gpu.memory.snapshot(),
+    prefixCache: prefixCacheReport(),
   };
+}
+
+/** The cache's counters and sizes, with its second tier's (zero and null without one). */
+function prefixCacheReport(): PrefixCacheReport | null {
+  const cache = scheduler?.prefixCache;
+  if (!cache) return null;
+  const store = scheduler?.prefixStore;
+  return {
+    ...cache.snapshot(),
+    diskBytes: store?.bytes ?? 0,
+    diskBudgetBytes: store?.budgetBytes ?? 0,
+    dir: store?.folder.where ?? null,
+  };
+}
+
+/**
+ * The second tier's folder for this model (a subfolder named by its fingerprint); none when none is asked
+ * for or it cannot be made: the server then serves with the memory tier alone.
+ */
+async function diskTier(o: ModelLoadOptions, e: Engine): Promise<SchedulerOptions["prefixFolder"]> {
+  if (!o.prefixCacheDir || o.prefixCacheBytes === 0 || o.prefixCacheDiskBytes === 0) return undefined;
+  try {
+    const f = await prefixFolder(o.prefixCacheDir, o.dir, e, o.synthetic && `synthetic ${o.synthetic}`);
+    return { ...f, budgetBytes: o.prefixCacheDiskBytes ?? 16 * 2 ** 30 };
+  } catch (err) {
+    console.warn(`[flint] prefix cache: no disk tier in ${o.prefixCacheDir}: ${(err as Error).message}`);
+    return undefined;
+  }
 }
 
 function wireResult(r: GenerationResult): WireResult {
@@ -48,8 +81,12 @@ function wireResult(r: GenerationResult): WireResult {
 
 async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
   const o = m.opts;
-  const source = new DiskModelSource(o.dir);
+  const source = o.synthetic
+    ? new SyntheticModelSource(o.synthetic, new DiskModelSource(o.dir))
+    : new DiskModelSource(o.dir);
   engine = await Engine.load(source, {
+    ...(o.synthetic ? { weightSource: syntheticWeightSource() } : {}),
+    kvBudget: o.kvBudgetBytes,
     gpuOptions: { f16: o.f16 },
     maxBatch: o.maxBatch,
     contextWindow: o.contextWindow,
@@ -57,13 +94,17 @@ async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
     soloPrefillChunk: o.soloPrefillChunk,
     kvCache: o.kvCache,
   });
-  source.close();
+  if (source instanceof DiskModelSource) source.close();
   if (!engine.tokenizer) {
     engine.destroy();
     engine = null;
     throw new ValidationError(`${o.dir} has no tokenizer.json; the server needs one`, "model");
   }
-  scheduler = new Scheduler(engine, { stepsPerSubmit: o.stepsPerSubmit });
+  scheduler = new Scheduler(engine, {
+    stepsPerSubmit: o.stepsPerSubmit,
+    prefixCacheBytes: o.prefixCacheBytes,
+    prefixFolder: await diskTier(o, engine),
+  });
   scheduler.listeners.add((event) => {
     const id = outerIds.get(event.id);
     if (id === undefined) return;
@@ -90,6 +131,20 @@ async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
     soloPrefillChunk: e.soloPrefillChunk,
   };
   post({ type: "loaded", info, stats: stats() });
+  watchPrefixCache();
+}
+
+let watch: ReturnType<typeof setInterval> | undefined;
+
+/** The second tier writes pages while no request runs (no scheduler events): its figures are sent too. */
+function watchPrefixCache(): void {
+  let last = JSON.stringify(stats().prefixCache);
+  watch = setInterval(() => {
+    const s = stats();
+    const now = JSON.stringify(s.prefixCache);
+    if (now !== last) post({ type: "stats", stats: s });
+    last = now;
+  }, 1000);
 }
 
 function submit(m: Extract<ModelRequest, { type: "submit" }>): void {
@@ -146,6 +201,7 @@ self.onmessage = async (ev: MessageEvent<ModelRequest>) => {
       aborts.get(m.id)?.abort();
       return;
     case "close":
+      clearInterval(watch);
       await scheduler?.close();
       engine?.destroy();
       post({ type: "closed" });

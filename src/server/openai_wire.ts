@@ -19,6 +19,8 @@ export interface ChatMeta {
 export interface Finish {
   finishReason: string;
   promptTokens: number;
+  /** Prompt tokens whose KV came from the prefix cache (absent: none). */
+  cachedTokens?: number;
   completionTokens: number;
   stopSequence: string | null;
 }
@@ -28,6 +30,7 @@ export function usage(r: Finish) {
     prompt_tokens: r.promptTokens,
     completion_tokens: r.completionTokens,
     total_tokens: r.promptTokens + r.completionTokens,
+    prompt_tokens_details: { cached_tokens: r.cachedTokens ?? 0 },
   };
 }
 

@@ -64,6 +64,9 @@ export class ProgressFeed {
   observe(e: HostEvent, now = performance.now()): void {
     if (e.type === "start") {
       this.#reads.set(e.id, { total: e.promptTokens, processed: 0, at: now, shown: 0 });
+    } else if (e.type === "cached") {
+      const r = this.#reads.get(e.id);
+      if (r) Object.assign(r, { processed: e.tokens, at: now, shown: e.tokens });
     } else if (e.type === "prefill") {
       const r = this.#reads.get(e.id);
       if (r) this.#rate = smoothRate(this.#rate, e.processed - r.processed, now - r.at);

@@ -22,10 +22,10 @@ export interface ResponseMeta {
 
 type Item = Record<string, unknown>;
 
-export function responseUsage(r: Pick<Finish, "promptTokens" | "completionTokens">) {
+export function responseUsage(r: Pick<Finish, "promptTokens" | "cachedTokens" | "completionTokens">) {
   return {
     input_tokens: r.promptTokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: r.cachedTokens ?? 0 },
     output_tokens: r.completionTokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: r.promptTokens + r.completionTokens,

@@ -9,6 +9,7 @@
 import type { FinishReason, GenerationResult, SchedulerEvent } from "../engine/scheduler.ts";
 import type { SamplingParams } from "../engine/slots.ts";
 import type { KvCacheType } from "../engine/kv_pool.ts";
+import type { PrefixCacheStats } from "../engine/prefix_cache.ts";
 import type { MemoryCategory } from "../gpu/memory.ts";
 import type { ByteDfa } from "../grammar/dfa.ts";
 import * as errors from "../errors.ts";
@@ -24,6 +25,16 @@ export interface ModelLoadOptions {
   soloPrefillChunk?: number;
   kvCache?: KvCacheType;
   stepsPerSubmit?: number;
+  /** Bytes of KV pages the prefix cache may keep (default: the whole pool); 0 turns it off. */
+  prefixCacheBytes?: number;
+  /** The prefix cache's second tier: a folder (this model's pages go in a subfolder), or null for none. */
+  prefixCacheDir?: string | null;
+  /** Bytes of page files the second tier may keep (default 16 GiB); 0 turns it off. */
+  prefixCacheDiskBytes?: number;
+  /** Bytes the KV pool may take (default 4 GiB). */
+  kvBudgetBytes?: number;
+  /** Random weights of this benchmark shape (loader/synthetic.ts) with `dir`'s tokenizer. */
+  synthetic?: string;
 }
 
 /** Fixed facts about the served model, sent once after load. */
@@ -48,13 +59,24 @@ export interface ModelInfo {
   soloPrefillChunk: number;
 }
 
-/** What changes while serving; pushed by the model worker after every scheduler event. */
+/** The prefix cache's counters (cumulative since load) and sizes, with its second tier's. */
+export interface PrefixCacheReport extends PrefixCacheStats {
+  /** The second tier: bytes on disk, its budget, and its folder (null: none). */
+  diskBytes?: number;
+  diskBudgetBytes?: number;
+  dir?: string | null;
+}
+
+/** What changes while serving; pushed by the model worker after every scheduler event (and see "stats"). */
 export interface ModelStats {
+  /** Pages with any holder: running requests or the prefix cache. */
   usedPages: number;
   freePages: number;
   queued: number;
   running: number;
   memory: Record<MemoryCategory, number>;
+  /** Null when the cache is off. */
+  prefixCache: PrefixCacheReport | null;
 }
 
 export interface WireGenerateRequest {
@@ -77,6 +99,8 @@ export type ModelReply =
   | { type: "chunk"; id: number; ids: number[]; text: string }
   | { type: "result"; id: number; result: WireResult }
   | { type: "event"; event: SchedulerEvent; stats: ModelStats }
+  /** Figures that changed without a scheduler event (the prefix cache writing to disk while idle). */
+  | { type: "stats"; stats: ModelStats }
   | { type: "closed" };
 
 export type WireResult = Omit<GenerationResult, "error"> & { error?: WireError };

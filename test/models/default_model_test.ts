@@ -127,7 +127,8 @@ describe("the decode loop", () => {
         soloPrefillChunk: 64,
         warmup: false,
       });
-      const s = new Scheduler(e, { stepsPerSubmit: 4 });
+      // Cache off: the second run of the same prompt must prefill it again, in the other chunk size.
+      const s = new Scheduler(e, { stepsPerSubmit: 4, prefixCacheBytes: 0 });
       try {
         const seen = new Map<number, number[]>();
         s.listeners.add((ev) => {

@@ -73,7 +73,9 @@ describe("continuous batching", () => {
 
     for (let i = 0; i < PROMPTS.length; i++) {
       expect(together[i].text, `prompt ${i}`).toBe(alone[i].text);
-      expect(together[i].usage).toEqual(alone[i].usage);
+      // The second time, a prompt's full pages come from the prefix cache; only that count differs.
+      expect({ ...together[i].usage, prompt_tokens_details: null })
+        .toEqual({ ...alone[i].usage, prompt_tokens_details: null });
       expect(alone[i].usage.completion_tokens).toBeGreaterThan(0);
     }
     const order = seen.filter((s) => s.type === "start" || s.type === "finish").map((s) => s.type);

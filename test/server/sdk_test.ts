@@ -75,7 +75,10 @@ describe("openai SDK", () => {
     }
     expect(text).toBe(full.choices[0].message.content);
     expect(finish).toBe("length");
-    expect(usage).toEqual(full.usage);
+    // The same prompt again: its full pages come from the prefix cache, the counts are the same.
+    const { prompt_tokens_details: cached, ...counts } = usage!;
+    expect(counts).toEqual({ ...full.usage, prompt_tokens_details: undefined });
+    expect(cached!.cached_tokens).toBeGreaterThan(0);
   });
 
   test("stop sequences end the text before the stop string", async () => {
@@ -196,6 +199,8 @@ describe("openai SDK", () => {
       prompt_tokens: tok.encode("def add(a, b):").length,
       completion_tokens: 6,
       total_tokens: tok.encode("def add(a, b):").length + 6,
+      // Shorter than a KV page: nothing to cache.
+      prompt_tokens_details: { cached_tokens: 0 },
     });
     const models = await openai.models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
@@ -254,7 +259,9 @@ describe("anthropic SDK", () => {
         messages,
         system: "You write code.",
       });
-      expect(counted.input_tokens).toBe(full.usage.input_tokens);
+      // Anthropic's input_tokens leaves out what was read from the cache.
+      const prompt = (u: Anthropic.Usage) => u.input_tokens + (u.cache_read_input_tokens ?? 0);
+      expect(counted.input_tokens).toBe(prompt(full.usage));
 
       const events: string[] = [];
       const stream = anthropic.messages.stream(
@@ -264,7 +271,8 @@ describe("anthropic SDK", () => {
       const final = await stream.finalMessage();
       expect(final.content).toEqual(full.content);
       expect(final.stop_reason).toBe("max_tokens");
-      expect(final.usage.input_tokens).toBe(full.usage.input_tokens);
+      expect(prompt(final.usage)).toBe(prompt(full.usage));
+      expect(final.usage.cache_read_input_tokens).toBeGreaterThan(0);
       expect(final.usage.output_tokens).toBe(full.usage.output_tokens);
       expect(events[0]).toBe("message_start");
       expect(events.slice(-2)).toEqual(["message_delta", "message_stop"]);
@@ -297,7 +305,8 @@ describe("anthropic SDK", () => {
       greedy({ model: MODEL, max_tokens: 8, messages: history, tools }),
     );
     const counted = await anthropic.messages.countTokens({ model: MODEL, messages: history, tools });
-    expect(r.usage.input_tokens).toBe(counted.input_tokens);
+    const prompt = r.usage.input_tokens + (r.usage.cache_read_input_tokens ?? 0);
+    expect(prompt).toBe(counted.input_tokens);
     const expected = renderChat(tok, {
       turns: [
         { role: "user", content: "Weather in Paris?" },
@@ -316,7 +325,7 @@ describe("anthropic SDK", () => {
       toolChoice: "auto",
     });
     expect(tok.decode(expected.ids, false)).toContain("<tool_response>\n21 C and sunny\n</tool_response>");
-    expect(r.usage.input_tokens).toBe(expected.ids.length);
+    expect(prompt).toBe(expected.ids.length);
     expect(["end_turn", "max_tokens", "tool_use", "stop_sequence"]).toContain(r.stop_reason);
   });
 

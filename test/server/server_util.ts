@@ -13,7 +13,8 @@ export interface RunningServer {
 
 export async function startServer(args: string[] = []): Promise<RunningServer> {
   const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}src/cli/serve.ts`, "--port", "0", ...args],
+    // No prefix cache folder unless a test names one: runs must not share pages through ~/.cache.
+    args: ["run", "-A", `${ROOT}src/cli/serve.ts`, "--port", "0", "--prefix-cache-dir", "none", ...args],
     env: { XDG_RUNTIME_DIR: "/tmp" },
     stdout: "piped",
     stderr: "piped",

@@ -152,7 +152,8 @@ describe("playground against the server", () => {
     const { page, errors } = await open(ctx, server.url);
     await connected(page);
     const sent = page.waitForRequest((r) => r.url().endsWith("/v1/chat/completions"));
-    const reply = await ask(page, "def fibonacci(n):", 24);
+    // Over one KV page (16 tokens) with the template, so the next turn finds it in the prefix cache.
+    const reply = await ask(page, "def fibonacci(n):  # the n-th Fibonacci number, iteratively", 24);
     expect(await reply.getAttribute("data-state"), (await reply.textContent()) ?? "").toBe("done");
     // The same request, not streamed: greedy, so the server counts the same tokens.
     const body = (await sent).postDataJSON();
@@ -166,24 +167,36 @@ describe("playground against the server", () => {
     expect(Number(await reply.getAttribute("data-completion-tokens"))).toBe(usage.completion_tokens);
     expect(Number(await reply.getAttribute("data-prompt-tokens"))).toBe(usage.prompt_tokens);
     const n = usage.completion_tokens;
+    const p = usage.prompt_tokens;
     expect(await reply.locator(".meta").textContent()).toMatch(
       new RegExp(
-        `^${n} tokens? · [\\d.]+ tok/s · first token \\d+ ms · prompt ${usage.prompt_tokens} tokens`,
+        `^${n} tokens? · [\\d.]+ tok/s · first token \\d+ ms · ` +
+          `(prompt ${p} tokens|\\d+ of ${p} prompt tokens cached)`,
       ),
     );
+    // The prefix cache's share, from the streamed usage; the repeat finds the streamed prompt's pages.
+    expect(await reply.getAttribute("data-cached-tokens")).toMatch(/^\d+$/);
+    const cached = Number(await reply.getAttribute("data-cached-tokens"));
+    expect(cached).toBeLessThan(p);
+    expect(usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(Math.max(cached, 1));
     expect(Number(await reply.getAttribute("data-tps"))).toBeGreaterThan(0);
+
+    // The next turn sends the first as history: the server reads it from its prefix cache, and says so.
+    const next = await ask(page, "Now add a docstring.", 2);
+    expect(await next.locator(".meta").textContent()).toMatch(/ · [1-9]\d* of \d+ prompt tokens cached/);
+    expect(Number(await next.getAttribute("data-cached-tokens"))).toBeGreaterThan(0);
 
     // Stopped as soon as text streams: the server sends no usage, so no count is made up.
     await page.fill("#max-tokens", "1500");
     await page.fill("#prompt", "Write a long Python module with many classes and functions.");
     await page.keyboard.press("Enter");
     await page.waitForFunction(() =>
-      (document.querySelectorAll(".msg.assistant .body")[1]?.textContent ?? "").length > 0
+      (document.querySelectorAll(".msg.assistant .body")[2]?.textContent ?? "").length > 0
     );
     await page.keyboard.press("Escape");
-    const second = page.locator(".msg.assistant").nth(1);
+    const second = page.locator(".msg.assistant").nth(2);
     await page.waitForFunction(() =>
-      (document.querySelectorAll(".msg.assistant")[1] as HTMLElement).dataset.state !== "streaming"
+      (document.querySelectorAll(".msg.assistant")[2] as HTMLElement).dataset.state !== "streaming"
     );
     expect(await second.getAttribute("data-state")).toBe("stopped");
     expect(await second.locator(".meta").textContent()).toMatch(/^token count unknown · .*stopped$/);
