@@ -29,6 +29,8 @@ export class PrefixReuse {
       ? new PrefixStore(kv, this.cache, f.folder, f.fingerprint, f.budgetBytes)
       : null;
     this.#spillDelayMs = f?.idleMs ?? 1000;
+    const store = this.store;
+    if (store) this.cache!.onEvict = (node) => store.evicting(node);
   }
 
   /** Before `s`'s first prefill chunk: its row starts with the cached prefix, its prefill after it. */

@@ -2,15 +2,18 @@
  * The prefix cache's second tier: cached pages written to safetensors files in a folder of one model
  * fingerprint, so they outlive eviction and restarts. A file holds a run of consecutive pages of one
  * prefix (format: prefix_file.ts).
- * Pages are written while the scheduler is idle (spill), read when a prompt misses in memory (load). A file
- * that does not parse, is short, fails its checksum or names another fingerprint is deleted, never used.
+ * Pages are written while the scheduler is idle (spill), or, when the cache evicts pages not yet written,
+ * copied by the next group's commands before their reuse and written after its read-back; they are read
+ * when a prompt misses in memory (prefix_load.ts). A file that does not parse, is short, fails its checksum
+ * or names another fingerprint is deleted, never used.
  * @module
  */
 import { readHeader, type TensorIndex } from "../loader/safetensors.ts";
 import type { ModelSource } from "../platform/mod.ts";
 import type { KvPool } from "./kv_pool.ts";
-import { type CacheNode, chainHash, PrefixCache, reusablePages, ROOT_CHAIN } from "./prefix_cache.ts";
-import { checkPageFile, encodePageFile, pageChecksum } from "./prefix_file.ts";
+import type { CacheNode, PrefixCache } from "./prefix_cache.ts";
+import { checkPageFile, encodePageFile } from "./prefix_file.ts";
+import { loadPages } from "./prefix_load.ts";
 
 /** Bytes read back per spill: bounds the staging buffer and the pause a request arriving meanwhile sees. */
 const SPILL_BYTES = 128 * 2 ** 20;
@@ -32,7 +35,14 @@ export interface PageFolder {
   readonly readOnly?: boolean;
 }
 
-interface StoredFile {
+/** Evicted runs' pages copied by a group's commands, and their read-back once mapped. */
+export interface EvictedPages {
+  runs: CacheNode[][];
+  staging: GPUBuffer;
+  read: Promise<Uint8Array> | null;
+}
+
+export interface StoredFile {
   name: string;
   bytes: number;
   /** Index of its first page in the prefix, and its pages' chain hashes. */
@@ -50,6 +60,11 @@ export class PrefixStore {
   #writing: Promise<void> | null = null;
   #spilling: Promise<unknown> = Promise.resolve();
   bytes = 0;
+  /** Unwritten runs whose last page is being evicted, for the next group to copy (captureEvicted). */
+  #evicted: CacheNode[][] = [];
+  #evictedPages = 0;
+  /** Evicted pages that could not be kept (more than one group's copy takes at once). */
+  dropped = 0;
   /** Where loading pages spent its time, in ms (bench/experiments/prefix_disk_load.ts). */
   readonly loadTimes = { read: 0, check: 0, upload: 0 };
   /** Most bytes one spill reads back and writes as one file (a prompt-cache file: no limit). */
@@ -120,7 +135,7 @@ export class PrefixStore {
       for (let changed = true; changed;) {
         changed = false;
         for (const f of this.#files.values()) {
-          if (gone.has(f.parent) || (f.parent !== ROOT_CHAIN && !this.#byChain.has(f.parent))) {
+          if (gone.has(f.parent)) {
             gone.add(f.chains[f.chains.length - 1]);
             await this.#drop(f.name);
             changed = true;
@@ -130,9 +145,96 @@ export class PrefixStore {
     }
   }
 
+  /**
+   * The cache is dropping `node` and its page is about to be reused: unless it is written already, it and
+   * its unwritten ancestors (still in memory) are copied out by the next group's commands, before anything
+   * reuses the page (captureEvicted), and written once that group's read-back arrives (writeEvicted).
+   */
+  evicting(node: CacheNode): void {
+    if (node.stored || this.folder.readOnly) return;
+    const run: CacheNode[] = [];
+    for (let n: CacheNode | null = node; n && !n.stored; n = n.parent) run.unshift(n);
+    if ((this.#evictedPages + run.length) * this.kv.bytesPerPage > this.runBytes) {
+      this.dropped++;
+      return;
+    }
+    for (const n of run) n.stored = true;
+    this.#evicted.push(run);
+    this.#evictedPages += run.length;
+  }
+
+  /** Encodes copies of the evicted runs' pages into a staging buffer (first in a group's commands). */
+  captureEvicted(enc: GPUCommandEncoder): EvictedPages | null {
+    if (!this.#evicted.length) return null;
+    const runs = this.#evicted;
+    this.#evicted = [];
+    const { kv } = this;
+    const staging = kv.gpu.memory.create("staging", {
+      label: "prefix_evicted",
+      size: this.#evictedPages * kv.bytesPerPage,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    this.#evictedPages = 0;
+    let off = 0;
+    for (const run of runs) {
+      this.#copyPages(enc, run, staging, off);
+      off += run.length * kv.bytesPerPage;
+    }
+    return { runs, staging, read: null };
+  }
+
+  /** Maps the copies: call it when the group's own read-back is mapped (the same wait). */
+  readEvicted(e: EvictedPages): void {
+    e.read = e.staging.mapAsync(GPUMapMode.READ).then(() => {
+      const data = new Uint8Array(e.staging.getMappedRange().slice(0));
+      e.staging.unmap();
+      return data;
+    }).finally(() => this.kv.gpu.memory.destroy(e.staging));
+  }
+
+  /** Writes one file per evicted run, off the loop (after the read-back readEvicted started). */
+  async writeEvicted(e: EvictedPages): Promise<void> {
+    if (!e.read) this.readEvicted(e);
+    const data = await e.read!;
+    let off = 0;
+    for (const run of e.runs) {
+      const part = data.subarray(off, off + run.length * this.kv.bytesPerPage);
+      off += part.byteLength;
+      this.#enqueue(run, part);
+    }
+  }
+
+  /** Writes a run's file after the files already queued (a parent's file before its children's). */
+  #enqueue(run: CacheNode[], data: Uint8Array): void {
+    this.#writing = (this.#writing ?? Promise.resolve()).then(() => this.#write(run, data)).catch((e) => {
+      console.warn(`[flint] prefix cache: writing to ${this.folder.where} failed (${(e as Error).message})`);
+      for (const node of run) node.stored = false;
+    });
+  }
+
+  /** Copies a run's pages to `staging` at `base`: per layer the pages' values, then per layer scales. */
+  #copyPages(enc: GPUCommandEncoder, run: CacheNode[], staging: GPUBuffer, base: number): void {
+    const { kv } = this;
+    const L = kv.shape.layers;
+    const valueBytes = run.length * kv.pageValueBytes;
+    const scaleBytes = run.length * kv.pageScaleBytes;
+    const v = kv.pageValueBytes;
+    const sc = kv.pageScaleBytes;
+    for (let l = 0; l < L; l++) {
+      run.forEach((node, i) => {
+        enc.copyBufferToBuffer(kv.layers[l], node.page * v, staging, base + l * valueBytes + i * v, v);
+        if (kv.scales) {
+          const so = base + L * valueBytes + l * scaleBytes + i * sc;
+          enc.copyBufferToBuffer(kv.scales[l], node.page * sc, staging, so, sc);
+        }
+      });
+    }
+  }
+
   /** Cached pages not yet written. */
   get pending(): boolean {
     if (this.folder.readOnly) return false;
+    if (this.#evicted.length) return true;
     for (const n of this.cache.nodes()) if (!n.stored) return true;
     return false;
   }
@@ -157,6 +259,14 @@ export class PrefixStore {
   async #spillOne(): Promise<boolean> {
     await this.#writing;
     if (this.folder.readOnly) return false;
+    // Evicted pages no group has copied yet (the loop went idle first): they go before anything else.
+    const enc = this.kv.gpu.device.createCommandEncoder({ label: "prefix_evicted" });
+    const evicted = this.captureEvicted(enc);
+    if (evicted) {
+      this.kv.gpu.device.queue.submit([enc.finish()]);
+      await this.writeEvicted(evicted);
+      return true;
+    }
     const run = this.#nextRun();
     if (!run.length) return false;
     const { kv } = this;
@@ -174,22 +284,7 @@ export class PrefixStore {
     let data: ArrayBuffer;
     try {
       const enc = gpu.device.createCommandEncoder({ label: "prefix_spill" });
-      for (let l = 0; l < L; l++) {
-        run.forEach((node, i) => {
-          const vo = l * valueBytes + i * kv.pageValueBytes;
-          enc.copyBufferToBuffer(kv.layers[l], node.page * kv.pageValueBytes, staging, vo, kv.pageValueBytes);
-          if (kv.scales) {
-            const so = L * valueBytes + l * scaleBytes + i * kv.pageScaleBytes;
-            enc.copyBufferToBuffer(
-              kv.scales[l],
-              node.page * kv.pageScaleBytes,
-              staging,
-              so,
-              kv.pageScaleBytes,
-            );
-          }
-        });
-      }
+      this.#copyPages(enc, run, staging, 0);
       gpu.device.queue.submit([enc.finish()]);
       await staging.mapAsync(GPUMapMode.READ);
       data = staging.getMappedRange().slice(0);
@@ -198,10 +293,7 @@ export class PrefixStore {
       gpu.memory.destroy(staging);
     }
     for (const node of run) node.stored = true;
-    this.#writing = this.#write(run, new Uint8Array(data)).catch((e) => {
-      console.warn(`[flint] prefix cache: writing to ${this.folder.where} failed (${(e as Error).message})`);
-      for (const node of run) node.stored = false;
-    });
+    this.#enqueue(run, new Uint8Array(data));
     return true;
   }
 
@@ -246,134 +338,25 @@ export class PrefixStore {
   }
 
   /**
-   * Extends `matched` (the memory match of `prompt`) with pages from files: uploaded into pages taken from
-   * the pool, added to the cache (as written already) and handed to `take` (the sequence's share) before
-   * anything can evict them. Returns the pages loaded; a file that fails its checks is deleted and the load
-   * stops before it, as it does when the pool has no pages to spare.
+   * Extends `matched` (the memory match of `prompt`) with pages from files (prefix_load.ts); returns the
+   * pages loaded.
    */
-  async load(
-    prompt: ArrayLike<number>,
-    matched: CacheNode[],
-    take: (pages: number[]) => void,
-  ): Promise<number> {
-    const ps = this.kv.shape.pageSize;
-    const limit = reusablePages(prompt.length, ps);
-    let chain = matched.length ? matched[matched.length - 1].chain : ROOT_CHAIN;
-    const chains: string[] = [];
-    for (let i = matched.length; i < limit; i++) {
-      chain = chainHash(chain, Array.prototype.slice.call(prompt, i * ps, (i + 1) * ps));
-      if (!this.#byChain.has(chain)) break;
-      chains.push(chain);
-    }
-    const segments: { file: StoredFile; from: number; upto: number }[] = [];
-    for (let loaded = 0; loaded < chains.length;) {
-      const file = this.#byChain.get(chains[loaded])!;
-      const from = matched.length + loaded - file.start;
-      const upto = Math.min(file.chains.length, from + chains.length - loaded);
-      segments.push({ file, from, upto });
-      loaded += upto - from;
-    }
-    let parent = matched.length ? matched[matched.length - 1] : this.cache.root;
-    let loaded = 0;
-    for (const seg of segments) {
-      const got = await this.#place(seg, await this.#fetch(seg.file), prompt, parent, take);
-      if (!got) break;
-      parent = got;
-      loaded += seg.upto - seg.from;
-    }
-    this.folder.release?.();
-    return loaded;
+  load(prompt: ArrayLike<number>, matched: CacheNode[], take: (pages: number[]) => void): Promise<number> {
+    return loadPages(this, prompt, matched, take);
   }
 
-  /** A file's tensors (views of one read of its data region), or why it cannot be read. */
-  async #fetch(file: StoredFile): Promise<{ data: Map<string, Uint8Array>; checksum: string } | Error> {
-    const { kv } = this;
-    const L = kv.shape.layers;
-    const src = this.folder.source;
-    const names = ["tokens", ...Array.from({ length: L }, (_, l) => `kv.${l}`)];
-    if (kv.scales) names.push(...Array.from({ length: L }, (_, l) => `kv_scale.${l}`));
-    try {
-      const h = await readHeader(src, file.name);
-      const spans = names.map((k) => {
-        const t = h.tensors.get(k);
-        if (!t) throw new Error(`no tensor ${k}`);
-        return t;
-      });
-      const start = Math.min(...spans.map((t) => t.offset));
-      const end = Math.max(...spans.map((t) => t.offset + t.byteLength));
-      const t0 = performance.now();
-      const all = await src.read(file.name, start, end - start);
-      this.loadTimes.read += performance.now() - t0;
-      const data = new Map<string, Uint8Array>();
-      spans.forEach((t, i) =>
-        data.set(names[i], all.subarray(t.offset - start, t.offset - start + t.byteLength))
-      );
-      return { data, checksum: h.metadata.checksum };
-    } catch (e) {
-      return e as Error;
-    }
+  /** The file holding the page of chain hash `chain`. */
+  fileOf(chain: string): StoredFile | undefined {
+    return this.#byChain.get(chain);
   }
 
-  /**
-   * Pages [from, upto) of a fetched file into the pool and the cache under `parent`; null if not loaded
-   * (a file that fails its checksum is deleted).
-   */
-  async #place(
-    seg: { file: StoredFile; from: number; upto: number },
-    fetched: { data: Map<string, Uint8Array>; checksum: string } | Error,
-    prompt: ArrayLike<number>,
-    parent: CacheNode,
-    take: (pages: number[]) => void,
-  ): Promise<CacheNode | null> {
-    const { kv } = this;
-    const ps = kv.shape.pageSize;
-    const L = kv.shape.layers;
-    const { file, from, upto } = seg;
-    let t0 = performance.now();
-    if (!(fetched instanceof Error) && pageChecksum([...fetched.data.values()]) !== fetched.checksum) {
-      fetched = new Error("checksum mismatch");
-    }
-    this.loadTimes.check += performance.now() - t0;
-    if (fetched instanceof Error) {
-      await this.#discard(file.name, fetched.message);
-      return null;
-    }
-    const data = fetched.data;
-    const t = data.get("tokens")!;
-    const tok = new Uint32Array(t.slice().buffer);
-    for (let i = 0; i < (file.start + upto) * ps; i++) if (tok[i] !== prompt[i]) return null;
+  /** Marks a file used now (it is the last the budget deletes). */
+  touch(file: StoredFile): void {
     file.lastUsed = ++this.#clock;
-    const n = upto - from;
-    let pages: number[];
-    try {
-      pages = kv.alloc(n);
-    } catch {
-      return null;
-    }
-    // Runs of consecutive page ids (a fresh pool hands them out in order) go up in one write per layer.
-    t0 = performance.now();
-    const q = kv.gpu.device.queue;
-    for (let i = 0; i < n;) {
-      let j = i + 1;
-      while (j < n && pages[j] === pages[j - 1] + 1) j++;
-      for (let l = 0; l < L; l++) {
-        const v = kv.pageValueBytes;
-        q.writeBuffer(kv.layers[l], pages[i] * v, data.get(`kv.${l}`)!, (from + i) * v, (j - i) * v);
-        const sc = kv.pageScaleBytes;
-        const scales = data.get(`kv_scale.${l}`);
-        if (scales) q.writeBuffer(kv.scales![l], pages[i] * sc, scales, (from + i) * sc, (j - i) * sc);
-      }
-      i = j;
-    }
-    this.loadTimes.upload += performance.now() - t0;
-    let node = parent;
-    for (let i = 0; i < n; i++) {
-      const at = (file.start + from + i) * ps;
-      const tokens = Uint32Array.from(Array.prototype.slice.call(prompt, at, at + ps));
-      node = this.cache.adopt(node, tokens, pages[i], true);
-    }
-    take(pages);
-    kv.release(pages);
-    return node;
+  }
+
+  /** Deletes a file that failed a check, with a warning. */
+  discard(name: string, why: string): Promise<void> {
+    return this.#discard(name, why);
   }
 }

@@ -19,7 +19,7 @@ import {
 } from "./generation.ts";
 import { PrefixReuse } from "./prefix.ts";
 import type { PrefixCache } from "./prefix_cache.ts";
-import type { PrefixStore } from "./prefix_store.ts";
+import type { EvictedPages, PrefixStore } from "./prefix_store.ts";
 import { Seq } from "./sequence.ts";
 import type { StepLayout } from "./step.ts";
 
@@ -44,6 +44,8 @@ interface Group {
   commands: GPUCommandBuffer | null;
   /** The read-back, once mapped. */
   done: Promise<ArrayBuffer> | null;
+  /** Unwritten cached pages evicted before this group, copied at its start for the prefix cache's files. */
+  evicted: EvictedPages | null;
 }
 
 export class Scheduler {
@@ -159,6 +161,7 @@ export class Scheduler {
         const next = await this.#build(!prev);
         if (prev) {
           prev.done = prev.staging.read(prev.bytes);
+          if (prev.evicted) this.prefixStore!.readEvicted(prev.evicted);
           mapped.push(prev);
           prev = null;
         }
@@ -283,6 +286,8 @@ export class Scheduler {
     eng.writeRows(new Uint32Array(rows));
 
     let enc = eng.gpu.device.createCommandEncoder({ label: "group" });
+    // Before anything in this group can write them: pages evicted unwritten since the last group.
+    const evicted = this.prefixStore?.captureEvicted(enc) ?? null;
     const decodeLen = D ? Math.max(...decoding.map((s) => s.encPos + 1)) : 0;
     const shortest = D ? Math.min(...decoding.map((s) => s.encPos + 1)) : 0;
     if (pre && idle && this.headStart) {
@@ -329,7 +334,7 @@ export class Scheduler {
       off += r.len * 4;
     }
     const firstToken = !!pre && pre.phase === "decode";
-    return { ranges, prefill, staging, bytes, firstToken, commands: enc.finish(), done: null };
+    return { ranges, prefill, staging, bytes, firstToken, commands: enc.finish(), done: null, evicted };
   }
 
   /** Grows a sequence's pages to cover position `upto`; false when the pool is exhausted. */
@@ -352,6 +357,7 @@ export class Scheduler {
   async #retire(g: Group): Promise<void> {
     const data = new Uint32Array(await g.done!);
     this.#pool.push(g.staging);
+    if (g.evicted) this.prefixStore!.writeEvicted(g.evicted);
     const now = performance.now();
     if (g.prefill && g.prefill.seq.phase !== "finished") {
       const s = g.prefill.seq;

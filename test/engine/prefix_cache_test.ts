@@ -100,7 +100,7 @@ describe("prefix cache: greedy ids equal the uncached run", () => {
 });
 
 describe("prefix cache: budget, eviction, cancellation", () => {
-  test("a 6-page budget, one by one then 8 concurrent streams: outputs equal solo runs, no leaks", async () => {
+  test("a 6-page budget, one by one, then 8 streams at once: outputs equal solo runs, no leak", async () => {
     // 3 shared pages, and a page of its own for each of the last five prompts: 8 pages for a budget of 6.
     const shared = tokens(48, 5);
     const prompts = Array.from({ length: 8 }, (_, i) => [...shared, ...tokens(9 + 3 * i, 10 + i)]);

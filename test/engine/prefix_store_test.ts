@@ -84,6 +84,36 @@ describe("prefix cache disk tier", () => {
     expect(r.tokenIds).toEqual(want);
   });
 
+  test("pages evicted while the loop never idles are written from the group that reuses them", async () => {
+    const root2 = await Deno.makeTempDir({ prefix: "flint_prefix_evict_" });
+    try {
+      const { folder, fingerprint } = await prefixFolder(root2, DEFAULT_MODEL, engine);
+      const tier2 = { folder, fingerprint, budgetBytes: 2 ** 30, idleMs: 3_600_000 };
+      const other = PROMPT.map((t) => 1 + ((t * 7) % (engine.config.dims.vocab - 1)));
+      const s = new Scheduler(engine, { prefixCacheBytes: 4 * engine.kv.bytesPerPage, prefixFolder: tier2 });
+      try {
+        await s.submit({ prompt: PROMPT, maxTokens: 2 }).result;
+        expect(s.prefixStore!.files).toEqual([]);
+        // Its prefill evicts PROMPT's 4 idle pages; its decode groups copy them out before reusing them.
+        await s.submit({ prompt: other, maxTokens: 40 }).result;
+        for (let i = 0; i < 100 && !s.prefixStore!.files.length; i++) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        await s.prefixStore!.settled();
+        expect(s.prefixStore!.files.map((f) => f.pages)).toEqual([4]);
+      } finally {
+        await s.close();
+        s.prefixCache!.clear();
+      }
+      const { r, stats } = await run({ prefixFolder: tier2 });
+      expect(r.cachedTokens).toBe(64);
+      expect(stats!.tokensLoaded).toBe(64);
+      expect(r.tokenIds).toEqual(want);
+    } finally {
+      await Deno.remove(root2, { recursive: true });
+    }
+  });
+
   test("a longer prompt loads the stored prefix and prefills the rest", async () => {
     const longer = [...PROMPT, ...PROMPT.slice(0, 50).reverse()];
     const solo = (await run({ prefixCacheBytes: 0 }, longer)).r.tokenIds;
