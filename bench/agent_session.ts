@@ -22,6 +22,8 @@ import { SyntheticModelSource } from "../src/loader/synthetic.ts";
 import { Tokenizer } from "../src/loader/tokenizer.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
 import type { Turn } from "../src/server/prompt.ts";
+import { fill, rng, systemPrompt, Text, turnMessage } from "./agent_text.ts";
+import { sseBlocks, startServe } from "./serve_process.ts";
 
 const f = parseFlags(Deno.args, {
   model: "string",
@@ -50,120 +52,6 @@ if (!(lo > 0 && hi >= lo) || passes.some((p) => p !== "off" && p !== "on")) {
   throw new Error("--turn-tokens is MIN-MAX (e.g. 500-3000); --passes is off, on or off,on");
 }
 
-// ---- Deterministic agent-like text --------------------------------------------------------------------
-
-function rng(s: number): () => number {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const [VERBS, NOUNS, ADJS, TYPES] = [
-  "read write list search patch run fetch parse build test format lint rename delete create watch diff merge",
-  "file dir symbol test branch commit issue config module route schema job log record cache token page",
-  "pending cached remote local stale partial nested optional visible strict dirty shared",
-  "string integer boolean number array",
-].map((s) => s.split(" "));
-const CLAUSES = [
-  "unless the user has said otherwise,and report what changed in one line,before touching files outside",
-  "the workspace,with the smallest diff that works,and quote the exact error message,only after the tests",
-  "pass,so that the next step can read it",
-].join(" ").split(",");
-
-class Text {
-  constructor(readonly r: () => number) {}
-  pick<T>(xs: T[]): T {
-    return xs[Math.floor(this.r() * xs.length)];
-  }
-  int(a: number, b: number): number {
-    return a + Math.floor(this.r() * (b - a + 1));
-  }
-  id(): string {
-    const n = this.pick(NOUNS);
-    return `${this.pick(VERBS)}${n[0].toUpperCase()}${n.slice(1)}${this.int(0, 99)}`;
-  }
-  tool(i: number): string {
-    const props: Record<string, unknown> = {};
-    const n = this.int(3, 7);
-    for (let k = 0; k < n; k++) {
-      const type = this.pick(TYPES);
-      props[`${this.pick(ADJS)}_${this.pick(NOUNS)}`] = {
-        type,
-        description: `The ${this.pick(ADJS)} ${this.pick(NOUNS)} to ${this.pick(VERBS)}, ${
-          this.pick(CLAUSES)
-        }.`,
-        ...(type === "array" ? { items: { type: "string" } } : {}),
-        ...(type === "integer" ? { minimum: 0, default: this.int(1, 500) } : {}),
-      };
-    }
-    const name = `${this.pick(VERBS)}_${this.pick(NOUNS)}_${i}`;
-    const description = `Use this to ${this.pick(VERBS)} a ${this.pick(ADJS)} ${this.pick(NOUNS)}; ` +
-      `it returns the ${this.pick(NOUNS)} ${this.pick(CLAUSES)}.`;
-    const required = Object.keys(props).slice(0, this.int(1, n));
-    const parameters = { type: "object", properties: props, required };
-    return JSON.stringify({ type: "function", function: { name, description, parameters } });
-  }
-  rule(i: number): string {
-    const lead = this.pick(["Always", "Never", "Before you", "After you", "When asked to", "If you cannot"]);
-    return `${i}. ${lead} ${this.pick(VERBS)} the ${this.pick(ADJS)} ${this.pick(NOUNS)} ${
-      this.pick(CLAUSES)
-    }.`;
-  }
-  /** One line of a tool's output: source, grep hits, a test log or a diff. */
-  resultLine(kind: number, line: number): string {
-    const path = `src/${this.pick(NOUNS)}/${this.pick(VERBS)}_${this.pick(NOUNS)}.ts`;
-    switch (kind) {
-      case 0:
-        return `${String(line).padStart(4)}  ${"  ".repeat(this.int(0, 3))}const ${this.id()} = ` +
-          `await ${this.id()}(${this.id()}, ${this.int(0, 4096)});`;
-      case 1:
-        return `${path}:${this.int(1, 900)}:  if (${this.id()}.${this.pick(NOUNS)} === ` +
-          `"${this.pick(ADJS)}") return ${this.id()};`;
-      case 2:
-        return this.r() < 0.9
-          ? `test ${this.pick(NOUNS)} ${this.pick(VERBS)}s ${this.pick(ADJS)} ${this.pick(NOUNS)} ... ok ` +
-            `(${this.int(1, 900)}ms)`
-          : `FAILED ${path}:${this.int(1, 900)} expected ${this.int(0, 99)}, got ${this.int(100, 999)}`;
-      default:
-        return `${this.pick(["+", "-", " "])}  ${this.pick(["let", "const", "return"])} ${this.id()} = ` +
-          `${this.id()}.${this.pick(VERBS)}(${this.int(0, 64)});`;
-    }
-  }
-  prose(): string {
-    return `Please ${this.pick(VERBS)} the ${this.pick(ADJS)} ${this.pick(NOUNS)} in ` +
-      `src/${this.pick(NOUNS)}/ ${this.pick(CLAUSES)}; then ${this.pick(VERBS)} the ${this.pick(NOUNS)} ` +
-      `tests and ${this.pick(VERBS)} ${this.id()}.`;
-  }
-}
-
-/** Lines from `next` until their token count reaches `target`. */
-function fill(tok: Tokenizer, target: number, next: (i: number) => string): string {
-  const out: string[] = [];
-  for (let n = 0; n < target;) {
-    const line = next(out.length);
-    out.push(line);
-    n += tok.encode(line + "\n").length;
-  }
-  return out.join("\n");
-}
-
-function systemPrompt(tok: Tokenizer, t: Text, tokens: number): string {
-  const tools = fill(tok, Math.round(tokens * 0.6), (i) => t.tool(i));
-  const head = "You are a coding agent working in a git repository. Call tools to read and change files.\n" +
-    "# Tools\n<tools>\n" + tools + "\n</tools>\n# Rules\n";
-  return head + fill(tok, tokens - tok.encode(head).length, (i) => t.rule(i + 1));
-}
-
-function turnMessage(tok: Tokenizer, t: Text, i: number, tokens: number): string {
-  if (i % 4 === 0) return fill(tok, tokens, (k) => (k % 6 === 0 ? t.prose() : t.resultLine(0, k)));
-  const kind = t.int(0, 3);
-  const head = `<tool_response>\n$ ${t.pick(VERBS)}_${t.pick(NOUNS)} --${t.pick(ADJS)} (exit 0)\n`;
-  return head + fill(tok, tokens - 16, (k) => t.resultLine(kind, k + 1)) + "\n</tool_response>";
-}
-
 // ---- The server over HTTP ------------------------------------------------------------------------------
 
 interface Reply {
@@ -180,31 +68,19 @@ interface Server {
   send(turns: Turn[], maxTokens: number): Promise<Reply>;
   close(): Promise<void>;
 }
-const root = new URL("../", import.meta.url).pathname;
 const n0 = (x: number | undefined) => (x === undefined ? "–" : Math.round(x).toLocaleString("en-US"));
 
 /** `serve.ts` on `dir` as its disk tier ("none": none), with the cache on or off; resolves once listening. */
 async function startServer(cache: boolean, ctx: number, dir: string): Promise<Server> {
-  const args = ["run", "-A", `${root}src/cli/serve.ts`, "--model", modelDir, "--context-window", String(ctx)];
+  const args = ["--model", modelDir, "--context-window", String(ctx)];
   args.push("--port", String(f.port ?? 0), "--keep-alive-s", "30", "--prefix-cache-dir", dir);
   if (f.synthetic) args.push("--synthetic", f.synthetic, "--kv-budget-gb", String(f["kv-budget-gb"] ?? 8));
   else if (f["kv-budget-gb"] !== undefined) args.push("--kv-budget-gb", String(f["kv-budget-gb"]));
   if (!cache) args.push("--prefix-cache-bytes", "0");
-  const proc = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" }).spawn();
-  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let banner = "";
-  let url = "";
-  while (!url) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server (${args.slice(2).join(" ")}) exited before listening:\n${banner}`);
-    banner += value;
-    url = /Listening on (http:\/\/\S+)/.exec(banner)?.[1] ?? "";
-  }
-  const pc = /prefix cache +(.*)/.exec(banner)?.[1] ?? "(not in the banner)";
+  const server = await startServe(args);
+  const url = server.url;
+  const pc = /prefix cache +(.*)/.exec(server.banner)?.[1] ?? "(not in the banner)";
   console.log(`  server at ${url}; prefix cache ${pc}`);
-  (async () => {
-    while (!(await reader.read()).done); // drain the request log
-  })();
   return {
     url,
     async send(turns, max) {
@@ -219,19 +95,13 @@ async function startServer(cache: boolean, ctx: number, dir: string): Promise<Se
       let ttftMs = 0;
       let text = "";
       let usage: any = {};
-      let buf = "";
-      for await (const piece of res.body!.pipeThrough(new TextDecoderStream())) {
-        buf += piece;
-        for (let i; (i = buf.indexOf("\n\n")) >= 0;) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          if (!block.startsWith("data: ") || block === "data: [DONE]") continue;
-          const x = JSON.parse(block.slice(6));
-          const d = x.choices?.[0]?.delta ?? {};
-          if ((d.content || d.reasoning_content || d.tool_calls) && !ttftMs) ttftMs = performance.now() - t0;
-          text += d.content ?? "";
-          if (x.usage) usage = x.usage;
-        }
+      for await (const block of sseBlocks(res)) {
+        if (!block.startsWith("data: ") || block === "data: [DONE]") continue;
+        const x = JSON.parse(block.slice(6));
+        const d = x.choices?.[0]?.delta ?? {};
+        if ((d.content || d.reasoning_content || d.tool_calls) && !ttftMs) ttftMs = performance.now() - t0;
+        text += d.content ?? "";
+        if (x.usage) usage = x.usage;
       }
       const totalMs = performance.now() - t0;
       const [promptTokens, completionTokens] = [usage.prompt_tokens ?? 0, usage.completion_tokens ?? 0];
@@ -239,8 +109,7 @@ async function startServer(cache: boolean, ctx: number, dir: string): Promise<Se
       return { promptTokens, cachedTokens, completionTokens, text, ttftMs: ttftMs || totalMs, totalMs };
     },
     async close() {
-      proc.kill("SIGTERM");
-      await proc.status;
+      await server.stop();
     },
   };
 }

@@ -7,6 +7,7 @@
  * @module
  */
 import { parseFlags } from "../src/cli/args.ts";
+import { sseBlocks, startServe } from "./serve_process.ts";
 
 const f = parseFlags(
   Deno.args,
@@ -17,27 +18,10 @@ const f = parseFlags(
     out: "string",
   } as const,
 );
-const root = new URL("../", import.meta.url).pathname;
-const args = ["run", "-A", `${root}src/cli/serve.ts`, "--port", "0", "--keep-alive-s", "1"];
+const args = ["--port", "0", "--keep-alive-s", "1"];
 if (f.model) args.push("--model", f.model);
-const proc = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" }).spawn();
-const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
-let banner = "";
-let url = "";
-while (!url) {
-  const { value, done } = await reader.read();
-  if (done) throw new Error(`server exited:\n${banner}`);
-  banner += value;
-  url = /Listening on (http:\/\/\S+)/.exec(banner)?.[1] ?? "";
-}
-const log: string[] = [];
-(async () => {
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    log.push(value);
-  }
-})();
+const server = await startServe(args);
+const { url, log } = server;
 
 // About 12 tokens a line for the bundled tokenizer: the prompt is sized by lines, its real count comes back.
 const lines = Math.ceil((f["prompt-tokens"] ?? 24000) / 12);
@@ -71,28 +55,17 @@ const poll = (async () => {
     await new Promise((r) => setTimeout(r, 20));
   }
 })();
-const text = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-let buf = "";
-for (;;) {
-  const { value, done } = await text.read();
-  if (done) break;
-  buf += value;
-  let i;
-  while ((i = buf.indexOf("\n\n")) >= 0) {
-    const block = buf.slice(0, i);
-    buf = buf.slice(i + 2);
-    if (block.startsWith(": keep-alive")) pings++;
-    if (!block.startsWith("data: ") || block === "data: [DONE]") continue;
-    const x = JSON.parse(block.slice(6));
-    if (x.choices?.[0]?.delta?.content && !firstMs) firstMs = performance.now() - t0;
-    if (x.usage) usage = x.usage;
-  }
+for await (const block of sseBlocks(res)) {
+  if (block.startsWith(": keep-alive")) pings++;
+  if (!block.startsWith("data: ") || block === "data: [DONE]") continue;
+  const x = JSON.parse(block.slice(6));
+  if (x.choices?.[0]?.delta?.content && !firstMs) firstMs = performance.now() - t0;
+  if (x.usage) usage = x.usage;
 }
 endMs = performance.now() - t0;
 firstMs ||= endMs;
 await poll;
-proc.kill("SIGTERM");
-await proc.status;
+await server.stop();
 
 const sorted = [...healthMs].sort((a, b) => a - b);
 const q = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;

@@ -126,18 +126,8 @@ export class KvPool {
     const need = this.pagesFor(upto + 1);
     if (need > this.shape.maxPages) throw new CapacityError(`position ${upto} is beyond the context window`);
     if (need <= pages.length) return;
-    const short = need - pages.length - this.#free.length;
-    if (short > 0 && (this.reclaimer?.reclaim(short) ?? 0) < short) {
-      throw new CapacityError(
-        `KV cache full: need ${need - pages.length} more pages, ${this.#free.length} free`,
-      );
-    }
     const first = pages.length;
-    while (pages.length < need) {
-      const p = this.#free.pop()!;
-      this.#refs[p] = 1;
-      pages.push(p);
-    }
+    for (const p of this.alloc(need - first)) pages.push(p);
     this.#upload(slot, pages, first);
   }
 
@@ -161,7 +151,7 @@ export class KvPool {
   alloc(n: number): number[] {
     const short = n - this.#free.length;
     if (short > 0 && (this.reclaimer?.reclaim(short) ?? 0) < short) {
-      throw new CapacityError(`KV cache full: need ${n} pages, ${this.#free.length} free`);
+      throw new CapacityError(`KV cache full: need ${n} more pages, ${this.#free.length} free`);
     }
     return Array.from({ length: n }, () => {
       const p = this.#free.pop()!;

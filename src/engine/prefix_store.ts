@@ -65,6 +65,8 @@ export class PrefixStore {
   #evictedPages = 0;
   /** Evicted pages that could not be kept (more than one group's copy takes at once). */
   dropped = 0;
+  /** Called after a file is added or deleted (the server reports the disk figures with it). */
+  onFilesChanged: (() => void) | null = null;
   /** Where loading pages spent its time, in ms (bench/experiments/prefix_disk_load.ts). */
   readonly loadTimes = { read: 0, check: 0, upload: 0 };
   /** Most bytes one spill reads back and writes as one file (a prompt-cache file: no limit). */
@@ -102,6 +104,7 @@ export class PrefixStore {
     this.#files.set(f.name, file);
     for (const c of f.chains) this.#byChain.set(c, file);
     this.bytes += bytes;
+    this.onFilesChanged?.();
   }
 
   async #discard(name: string, why: string): Promise<void> {
@@ -121,6 +124,7 @@ export class PrefixStore {
       this.#files.delete(name);
       for (const c of f.chains) if (this.#byChain.get(c) === f) this.#byChain.delete(c);
       this.bytes -= f.bytes;
+      this.onFilesChanged?.();
     }
     if (!this.folder.readOnly) await this.folder.remove(name).catch(() => {});
   }

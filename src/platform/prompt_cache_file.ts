@@ -54,12 +54,8 @@ export async function savePromptCache(engine: Engine, modelDir: string, ids: num
       prompt_tail: ids.slice(pages * ps).join(","),
       model: engine.info.name,
     });
-    const f = await Deno.open(out, { write: true, create: true, truncate: true });
-    try {
-      for (const p of parts) for (let o = 0; o < p.byteLength;) o += await f.write(p.subarray(o));
-    } finally {
-      f.close();
-    }
+    const [outDir, outName] = split(out);
+    await new DiskPageFolder(outDir).write(outName, parts);
     return {
       tokens: ids.length,
       cachedTokens: pages * ps,

@@ -79,9 +79,6 @@ function prefixCacheBody(pc: PrefixCacheReport | null, pageBytes: number): Recor
 
 export function healthBody(host: ModelHost): Record<string, unknown> {
   const { info, stats, name, model } = host.served;
-  // Pages only the prefix cache holds are not in use: any request takes them back.
-  const cached = stats.prefixCache?.idlePages ?? 0;
-  const held = stats.usedPages - cached;
   return {
     status: model.failure ? "failed" : host.swapping ? "loading" : "ok",
     ...(model.failure ? { error: model.failure } : {}),
@@ -89,13 +86,13 @@ export function healthBody(host: ModelHost): Record<string, unknown> {
     context_window: info.contextWindow,
     adapter: info.adapter,
     kv: {
-      used_pages: held,
-      cached_pages: cached,
+      used_pages: stats.usedPages,
+      cached_pages: stats.cachedPages,
       free_pages: stats.freePages,
-      total_pages: stats.usedPages + stats.freePages,
+      total_pages: info.kvPages,
       bytes_per_page: info.kvPageBytes,
-      used_bytes: held * info.kvPageBytes,
-      cached_bytes: cached * info.kvPageBytes,
+      used_bytes: stats.usedPages * info.kvPageBytes,
+      cached_bytes: stats.cachedPages * info.kvPageBytes,
     },
     prefix_cache: prefixCacheBody(stats.prefixCache, info.kvPageBytes),
     queue_depth: stats.queued,

@@ -120,8 +120,6 @@ export class Metrics {
     const mem = stats.memory;
     const m = { model: name };
     const pc = stats.prefixCache;
-    const idle = pc?.idlePages ?? 0;
-    const held = stats.usedPages - idle;
     return [
       this.requests.render(),
       this.generations.render(),
@@ -130,12 +128,15 @@ export class Metrics {
       this.ttft.render(),
       this.prefill.render(),
       this.decode.render(),
-      gauge("flint_kv_pages_used", "KV cache pages held by running requests.", [[m, held]]),
-      gauge("flint_kv_pages_cached", "KV cache pages held by the prefix cache alone.", [[m, idle]]),
-      gauge("flint_kv_pages_total", "KV cache pages in the pool.", [[m, stats.usedPages + stats.freePages]]),
+      gauge("flint_kv_pages_used", "KV cache pages held by running requests.", [[m, stats.usedPages]]),
+      gauge("flint_kv_pages_cached", "KV cache pages held by the prefix cache alone.", [[
+        m,
+        stats.cachedPages,
+      ]]),
+      gauge("flint_kv_pages_total", "KV cache pages in the pool.", [[m, info.kvPages]]),
       gauge("flint_kv_used_bytes", "KV cache bytes held by running requests.", [[
         m,
-        held * info.kvPageBytes,
+        stats.usedPages * info.kvPageBytes,
       ]]),
       ...prefixCacheMetrics(m, pc, info.kvPageBytes),
       gauge("flint_queue_depth", "Requests waiting for a sequence slot.", [[m, stats.queued]]),

@@ -37,13 +37,19 @@ function post(m: ModelReply): void {
 function stats(): ModelStats {
   const e = engine!;
   return {
-    usedPages: e.kv.usedPages,
+    ...pageSplit(e),
     freePages: e.kv.freePages,
     queued: scheduler?.queued ?? 0,
     running: scheduler?.running ?? 0,
     memory: e.gpu.memory.snapshot(),
     prefixCache: prefixCacheReport(),
   };
+}
+
+/** Pages held by requests, and by the prefix cache alone (its idle pages). */
+function pageSplit(e: Engine): { usedPages: number; cachedPages: number } {
+  const cachedPages = scheduler?.prefixCache?.idlePages ?? 0;
+  return { usedPages: e.kv.usedPages - cachedPages, cachedPages };
 }
 
 /** The cache's counters and sizes, with its second tier's (zero and null without one). */
@@ -125,26 +131,15 @@ async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
     f16: e.gpu.info.f16,
     kv8: !!e.kv.scales,
     kvPageBytes: e.kv.bytesPerPage,
-    kvPages: e.kv.usedPages + e.kv.freePages,
+    kvPages: e.kv.shape.numPages,
     maxBatch: e.maxBatch,
     prefillChunk: e.prefillChunk,
     soloPrefillChunk: e.soloPrefillChunk,
   };
   post({ type: "loaded", info, stats: stats() });
-  watchPrefixCache();
-}
-
-let watch: ReturnType<typeof setInterval> | undefined;
-
-/** The second tier writes pages while no request runs (no scheduler events): its figures are sent too. */
-function watchPrefixCache(): void {
-  let last = JSON.stringify(stats().prefixCache);
-  watch = setInterval(() => {
-    const s = stats();
-    const now = JSON.stringify(s.prefixCache);
-    if (now !== last) post({ type: "stats", stats: s });
-    last = now;
-  }, 1000);
+  // The second tier writes and deletes files while no request runs (no scheduler events to carry them).
+  const store = scheduler.prefixStore;
+  if (store) store.onFilesChanged = () => post({ type: "stats", stats: stats() });
 }
 
 function submit(m: Extract<ModelRequest, { type: "submit" }>): void {
@@ -201,7 +196,6 @@ self.onmessage = async (ev: MessageEvent<ModelRequest>) => {
       aborts.get(m.id)?.abort();
       return;
     case "close":
-      clearInterval(watch);
       await scheduler?.close();
       engine?.destroy();
       post({ type: "closed" });

@@ -69,8 +69,9 @@ export interface PrefixCacheReport extends PrefixCacheStats {
 
 /** What changes while serving; pushed by the model worker after every scheduler event (and see "stats"). */
 export interface ModelStats {
-  /** Pages with any holder: running requests or the prefix cache. */
+  /** Pages held by running requests; pages only the prefix cache holds (any request takes them back). */
   usedPages: number;
+  cachedPages: number;
   freePages: number;
   queued: number;
   running: number;
