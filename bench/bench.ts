@@ -4,7 +4,8 @@
  * GB/s and GFLOP/s against ceilings probed in the same run; optionally the PyTorch baseline of the same
  * shape. Prints a Markdown table; writes JSON, the table and an SVG chart to --out.
  *
- *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b)
+ *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b,
+ *                             qwen3-30b-a3b (MoE), qwen3-next-80b-a3b (hybrid), tiny-moe, tiny-next)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
  *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
  *     [--full-warmup]

@@ -25,14 +25,21 @@ export interface ModelCost {
   x8Params: number;
   /** KV bytes per token of context (all layers, K and V). */
   kvBytesPerToken: number;
+  /** Recurrent state a decode step reads and writes (hybrid models). */
+  stateBytes: number;
+  /** Layers with attention (the others' cost does not grow with context). */
   layers: number;
   nq: number;
   hd: number;
 }
 
-/** Walks the engine's weights (any object graph of Linears) and its dims. */
+/**
+ * Walks the engine's weights (any object graph of Linears) and its dims. An expert stack counts the experts a
+ * token uses (top-k), which is what a decode step reads and a prefill row multiplies.
+ */
 export function modelCost(engine: Engine): ModelCost {
   const d = engine.config.dims;
+  const topK = engine.config.hybrid?.moe?.topK ?? 0;
   const seen = new Set<Linear>();
   let params = 0;
   let bytes = 0;
@@ -42,8 +49,9 @@ export function modelCost(engine: Engine): ModelCost {
     if (isLinear(o)) {
       if (seen.has(o)) return; // a tied head is the embedding: counted once here, added back below
       seen.add(o);
-      params += o.N * o.K;
-      bytes += (o.N * o.K * bitsPerWeight(o.format)) / 8;
+      const n = ("E" in o ? topK : 1) * o.N * o.K;
+      params += n;
+      bytes += (n * bitsPerWeight(o.format)) / 8;
       if (usesInt8X(engine.gpu, o, "tiled")) x8 += o.N * o.K;
       return;
     }
@@ -74,7 +82,8 @@ export function modelCost(engine: Engine): ModelCost {
     headBytes,
     x8Params: x8,
     kvBytesPerToken: engine.kv.bytesPerPage / engine.kv.shape.pageSize,
-    layers: d.layers,
+    stateBytes: 2 * (engine.recurrent?.bytesPerSlot ?? 0),
+    layers: engine.kv.shape.layers,
     nq: d.nq,
     hd: d.hd,
   };
@@ -88,7 +97,7 @@ function isLinear(o: object): o is Linear {
 
 /** Bytes a decode step reads at context `depth`. */
 export function decodeBytes(c: ModelCost, depth: number): number {
-  return c.linearBytes + c.kvBytesPerToken * depth;
+  return c.linearBytes + c.stateBytes + c.kvBytesPerToken * depth;
 }
 
 /**

@@ -6,6 +6,7 @@
 // Grid: (n rows, nq). WG lanes = NG groups × HD/4 lanes: group g merges splits g, g+NG, ... online (so a
 // long context's splits are read NG at a time, not one after another), then group 0 merges the NG states
 // in order. Only 32 workgroups run for a 32-head row: wider ones put more splits' loads in flight.
+// WINDOW: splits wholly before the row's sliding window (params.window) wrote nothing and are skipped.
 #include "lib/common.wgsl"
 
 override HD: u32 = 128;
@@ -19,6 +20,9 @@ struct Params {
   nq: u32,         // query heads
   max_split: u32,  // split capacity of opart/ml
   long_len: u32,   // as attention_decode.wgsl's: rows with more keys took 2·SPLIT keys per split
+#ifdef WINDOW
+  window: u32,     // as attention_decode.wgsl's: sliding window
+#endif
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -38,6 +42,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let len = rows[r].pos + 1u;
   let nsplit = (len + split_of(len) - 1u) / split_of(len);
   if (nsplit <= 1u) { return; }                 // attention_decode wrote this row itself
+#ifdef WINDOW
+  let s0 = (len - min(len, params.window)) / split_of(len);  // the split holding the window's first key
+#else
+  let s0 = 0u;
+#endif
   let base = (r * params.nq + qh) * params.max_split;
   let grp = lid / D4;
   let d4 = lid % D4;
@@ -45,7 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var l = 0.0;
   var o = vec4<f32>(0.0);
   if (grp < NG) {
-    for (var s = grp; s < nsplit; s += NG) {
+    for (var s = s0 + grp; s < nsplit; s += NG) {
       let v = ml[base + s];
       let mn = max(m, v.x);
       let c = exp(m - mn);

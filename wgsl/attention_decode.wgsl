@@ -24,6 +24,9 @@
 // states are then merged in a fixed order: shuffles inside a subgroup, workgroup memory across subgroups.
 // FOUR_KEYS_PER_STEP (subgroups; f16 or q8 cache): four keys per step from raw cache words instead
 // (lib/decode_keys4.wgsl), and rows past params.long_len take splits of 2·SPLIT keys.
+// WINDOW (sliding window, params.window): a row sees keys len − window ≤ j < len only, so a split walks
+// [max(s·SPLIT, len − window), its end) and one wholly before the window returns at once (writing nothing:
+// attention_combine.wgsl skips it alike). Out-of-window keys are never read, so nothing needs masking.
 #include "lib/common.wgsl"
 #ifdef KV8
 #include "lib/kv8.wgsl"
@@ -59,6 +62,9 @@ struct Params {
   rot: u32,        // rotated dims (even, ≤ hd)
   eps: f32,        // QK norm epsilon
   mscale: f32,     // RoPE attention factor
+#endif
+#ifdef WINDOW
+  window: u32,     // sliding window (keys per row, its own included), ≥ 1
 #endif
 }
 @group(0) @binding(0) var<uniform> params: Params;
@@ -191,9 +197,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let row = rows[r];
   let len = row.pos + 1u;
   let split = split_of(len);
+#ifdef WINDOW
+  let j0 = max(s * split, len - min(len, params.window));
+  let je = min(s * split + split, len);
+  if (j0 >= je || len < params.min_len || len > params.max_len) { return; }
+  let nj = je - j0;
+#else
   let j0 = s * split;
   if (j0 >= len || len < params.min_len || len > params.max_len) { return; }
   let nj = min(split, len - j0);
+#endif
   let nq = params.nq;
   let nkv = params.nkv;
   let ps = params.ps;

@@ -3,6 +3,9 @@
 //   out[i, qh] = Σ_{j ≤ pos_i} softmax_j(q_i,qh · k_j · scale) · v_j,   K/V read through the page table
 // (the segment's own K/V were written by rope.wgsl before this runs). Head dims 128 and 64 on f16 P·V with
 // subgroups take attention_prefill_quad.wgsl instead.
+// WINDOW (sliding window, params.window): the sum runs over pos_i − window < j ≤ pos_i only (masked keys
+// weigh exactly 0: lib/prefill.wgsl's seen() and M0), and key tiles wholly before the window of the
+// workgroup's first position are skipped.
 // Bindings:  rows  (R) step rows: pos, slot
 //            q     (R, nq·hd) act
 //            pages (slots, max_pages) u32;  kv (pages, 2, nkv, ps, hd) act
@@ -274,6 +277,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let first = rows[params.row0 + i0];
   let prow = first.slot * params.max_pages;
   let kmax = rows[params.row0 + i0 + nqb - 1u].pos + 1u;
+  let k0 = first_tile(first.pos);
 
   // This lane group's two query vectors: vector v = grp and grp + QV, each position i = v / G, head
   // g = v % G (vectors past BQ·G are idle but keep step). Two per group: each K/V value read from
@@ -305,12 +309,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
 
   var st: Pair;
-  st.a.m = -3.0e38;
-  st.b.m = -3.0e38;
+  st.a.m = M0;
+  st.b.m = M0;
 #ifdef PREFETCH_TILES
-  var pf = pf_load(lid, 0u, min(BK, kmax), prow, pstride, h);
+  var pf = pf_load(lid, k0, min(BK, kmax - k0), prow, pstride, h);
 #endif
-  for (var kt = 0u; kt < kmax; kt += BK) {
+  for (var kt = k0; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
 #ifdef PREFETCH_TILES
     pf_store(lid, pf);
@@ -345,18 +349,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       d45 = group_sum(d45, lid, grp);
       d67 = group_sum(d67, lid, grp);
 #endif
-      // Causal mask and the pad keys of a tile whose length is not a multiple of 8: weight e^-inf = 0.
+      // Causal (and window) mask and the pad keys of a tile whose length is not a multiple of 8: weight 0.
       let jl = vec4<u32>(kt + t) + vec4<u32>(0u, 1u, 2u, 3u);
       let jh = jl + vec4<u32>(4u);
       let okl = jl < vec4<u32>(kt + nk);
       let okh = jh < vec4<u32>(kt + nk);
       let neg = vec4<f32>(-3.0e38);
       let wa = weights8(st.a.m,
-                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), okl & (jl <= vec4<u32>(posa))),
-                        select(neg, vec4<f32>(d45.x, d45.z, d67.x, d67.z), okh & (jh <= vec4<u32>(posa))));
+                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), okl & seen(jl, posa)),
+                        select(neg, vec4<f32>(d45.x, d45.z, d67.x, d67.z), okh & seen(jh, posa)));
       let wb = weights8(st.b.m,
-                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), okl & (jl <= vec4<u32>(posb))),
-                        select(neg, vec4<f32>(d45.y, d45.w, d67.y, d67.w), okh & (jh <= vec4<u32>(posb))));
+                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), okl & seen(jl, posb)),
+                        select(neg, vec4<f32>(d45.y, d45.w, d67.y, d67.w), okh & seen(jh, posb)));
       st = step8(st, wa, wb, r, u);
     }
 #else
@@ -380,15 +384,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       d01 = group_sum(d01, lid, grp);
       d23 = group_sum(d23, lid, grp);
 #endif
-      // Causal mask and the pad keys of a tile whose length is not a multiple of 4: weight e^-inf = 0.
+      // Causal (and window) mask and the pad keys of a tile whose length is not a multiple of 4: weight 0.
       let j = kt + t;
       let ok = vec4<bool>(true, t + 1u < nk, t + 2u < nk, t + 3u < nk);
       let jj = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
       let neg = vec4<f32>(-3.0e38);
       let wa = weights4(st.a.m,
-                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), ok & (jj <= vec4<u32>(posa))));
+                        select(neg, vec4<f32>(d01.x, d01.z, d23.x, d23.z), ok & seen(jj, posa)));
       let wb = weights4(st.b.m,
-                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & (jj <= vec4<u32>(posb))));
+                        select(neg, vec4<f32>(d01.y, d01.w, d23.y, d23.w), ok & seen(jj, posb)));
       st = step4(st, wa, wb, r0, r1, r2, r3);
     }
 #endif

@@ -1,9 +1,9 @@
-// Causal attention for a prefill segment, as attention_prefill.wgsl computes it (same bindings, params, grid
-// and tiles: lib/prefill.wgsl), for head dims 128 (HEAD_DIM_128) and 64 on f16 P·V (F16_PV with F16_TILES
-// or INT8_QK) with subgroups: a group of L = HD/16 lanes holds FOUR query vectors, 16 dims of each per lane,
-// so every 16-byte K or V read from workgroup memory feeds four vectors (the two-vector kernel: two), and an
-// f16 K word is unpacked once for four. Eight keys per step, keys grouped from multiples of eight, P·V
-// summed in f16 per eight.
+// Causal attention for a prefill segment, as attention_prefill.wgsl computes it (same bindings, params,
+// grid, tiles and WINDOW: lib/prefill.wgsl), for head dims 128 (HEAD_DIM_128) and 64 on f16 P·V (F16_PV
+// with F16_TILES or INT8_QK) with subgroups: a group of L = HD/16 lanes holds FOUR query vectors, 16 dims
+// of each per lane, so every 16-byte K or V read from workgroup memory feeds four vectors (the two-vector
+// kernel: two), and an f16 K word is unpacked once for four. Eight keys per step, keys grouped from
+// multiples of eight, P·V summed in f16 per eight.
 // The group's partial dots (4 vectors × 8 keys per lane) are summed by a reduce-scatter over the lane bits
 // (R1, R2 and with HEAD_DIM_128 R3 below: 16 + 8 + 4 shuffles, where a butterfly takes 96), which leaves each
 // lane one vector's (w) scores: for one half of the keys (HEAD_DIM_128: b0) or all eight. The lane runs that
@@ -220,6 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let pstride = 2u * params.nkv * params.ps * HD;
   let prow = rows[params.row0 + i0].slot * params.max_pages;
   let kmax = rows[params.row0 + i0 + nqb - 1u].pos + 1u;
+  let k0 = first_tile(rows[params.row0 + i0].pos);
   let grp = lid / L;
   let lane = lid % L;
   let b0 = lane_half(lane);
@@ -234,12 +235,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let q = qprep(qload(qat(v0, lane), params.scale), qload(qat(v1, lane), params.scale),
                 qload(qat(v2, lane), params.scale), qload(qat(v3, lane), params.scale));
   var o: Quad;
-  var m = -3.0e38;  // vector slot 0's running max and (this lane's key half of) its sum
+  var m = M0;  // vector slot 0's running max and (this lane's key half of) its sum
   var l = 0.0;
 #ifdef PREFETCH_TILES
-  var pf = pf_load(lid, 0u, min(BK, kmax), prow, pstride, h);
+  var pf = pf_load(lid, k0, min(BK, kmax - k0), prow, pstride, h);
 #endif
-  for (var kt = 0u; kt < kmax; kt += BK) {
+  for (var kt = k0; kt < kmax; kt += BK) {
     let nk = min(BK, kmax - kt);
 #ifdef PREFETCH_TILES
     pf_store(lid, pf);
@@ -275,16 +276,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let neg = vec4<f32>(-3.0e38);
       let j = vec4<u32>(t0) + vec4<u32>(0u, 1u, 2u, 3u);
 #ifdef HEAD_DIM_128
-      // Vector slot 0's scores for keys t0 .. t0+3: causal mask and pad keys (weight e^-inf = 0).
+      // Vector slot 0's scores for keys t0 .. t0+3: causal (window) mask and pad keys (weight 0).
       let sc = select(neg, g03 + subgroupShuffleXor(g47, R3),
-                      j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+                      j < vec4<u32>(nk) & seen(j + vec4<u32>(kt), v0.pos));
       var mx = max(max(sc.x, sc.y), max(sc.z, sc.w));
       mx = max(mx, subgroupShuffleXor(mx, R3));
 #else
       // Vector slot 0's scores for keys t .. t+7.
-      let sc = select(neg, g03, j < vec4<u32>(nk) & (j + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+      let sc = select(neg, g03, j < vec4<u32>(nk) & seen(j + vec4<u32>(kt), v0.pos));
       let jh = j + vec4<u32>(4u);
-      let sh = select(neg, g47, jh < vec4<u32>(nk) & (jh + vec4<u32>(kt) <= vec4<u32>(v0.pos)));
+      let sh = select(neg, g47, jh < vec4<u32>(nk) & seen(jh + vec4<u32>(kt), v0.pos));
       let x = max(sc, sh);
       let mx = max(max(x.x, x.y), max(x.z, x.w));
 #endif

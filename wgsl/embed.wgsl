@@ -21,6 +21,7 @@ struct Params {
   H: u32,       // hidden size (elements)
   row_lo: u32,  // first table row held by this shard
   row_hi: u32,  // one past the last table row of this shard
+  scale: f32,   // multiplies every element (Gemma scales embeddings by √hidden; 1 elsewhere, exact)
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -59,14 +60,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let gi = n * (H / GS) + k / GS;
   let s = half_at(scales[gi >> 1u], gi);
   let b = half_at(biases[gi >> 1u], gi);
-  x[r * H + k] = s * f32(q) + b;
+  x[r * H + k] = (s * f32(q) + b) * params.scale;
 #else
   let i = n * H + k;
   let u = w[i >> 1u];
 #ifdef WF16
-  x[r * H + k] = unpack2x16float(u)[i & 1u];
+  x[r * H + k] = unpack2x16float(u)[i & 1u] * params.scale;
 #else
-  x[r * H + k] = select(bf16_lo(u), bf16_hi(u), (i & 1u) == 1u);
+  x[r * H + k] = select(bf16_lo(u), bf16_hi(u), (i & 1u) == 1u) * params.scale;
 #endif
 #endif
 }

@@ -1,10 +1,13 @@
 // RMSNorm: y[r, :] = x[src(r), :] · rsqrt(mean(x[src(r), :]²) + eps) · weight, computed in f32.
 //   for rows r = row0 .. row0+R; src(r) = r, or idx[r] with GATHER (final norm over only the rows that need
 //   logits). row0 > 0: a step's prefill rows only (its decode rows fuse the norm into their matmul).
+// ADD: y[r, :] += that instead (Gemma's post-attention and post-feedforward norms: the sublayer's output x
+//   is normed before it joins the residual y).
 // Bindings:  x      (*, H) f32, the residual stream
 //            idx    (R) u32            (GATHER only)
 //            weight (H) f32            norm weights (checkpoints storing w-1 were fixed at load)
-//            y      (R, H) f32: a matmul input (f32 so matmuls need no f16→f32 conversions)
+//            y      (R, H) f32: a matmul input (f32 so matmuls need no f16→f32 conversions); ADD: the
+//                   residual, read and written (not the same buffer as x)
 // Grid: (R); one workgroup of WG lanes per row, each lane a strided slice of H.
 #include "lib/common.wgsl"
 
@@ -42,6 +45,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let total = wg_sum(ss, lid);
   let inv = inverseSqrt(total / f32(H) + params.eps);
   for (var k = lid; k < H; k += WG) {
+#ifdef ADD
+    y[r * H + k] += x[src + k] * inv * weight[k];
+#else
     y[r * H + k] = x[src + k] * inv * weight[k];
+#endif
   }
 }

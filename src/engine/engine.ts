@@ -19,6 +19,7 @@ import type { ModelSource } from "../platform/mod.ts";
 import { tokenBytes } from "../grammar/token_bytes.ts";
 import { DEFAULT_GRAMMAR_STATES, GrammarSlots } from "./grammar.ts";
 import { type KvCacheType, KvPool } from "./kv_pool.ts";
+import { kvLayerIndex, RecurrentState } from "./recurrent.ts";
 import { type Activations, allocActivations, type Dims } from "./resources.ts";
 import { engineSizes } from "./sizing.ts";
 import { Slots } from "./slots.ts";
@@ -102,6 +103,8 @@ export class Engine {
     readonly tokenizer: Tokenizer | null,
     readonly eosIds: number[],
     readonly kv: KvPool,
+    /** Per-slot state of recurrent layers (null for models whose layers all keep KV pages). */
+    readonly recurrent: RecurrentState | null,
     readonly slots: Slots,
     readonly acts: Activations,
     readonly invFreq: GPUBuffer,
@@ -168,10 +171,16 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
+    const kvIndex = kvLayerIndex(config);
+    const kvLayers = Math.max(...kvIndex) + 1;
+    if (kvLayers === 0) {
+      if (!opts.gpu) gpu.destroy();
+      throw new LoaderError(cfgFile, "layer_types", "a model needs at least one attention layer");
+    }
     const { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, cap } =
       engineSizes(config, gpu, kvType, opts);
     const kv = new KvPool(gpu, {
-      layers: d.layers,
+      layers: kvLayers,
       nkv: d.nkv,
       hd: d.hd,
       pageSize,
@@ -180,8 +189,9 @@ export class Engine {
       maxPages,
       type: kvType,
     });
+    const recurrent = new RecurrentState(gpu, config, maxBatch);
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
-    const acts = allocActivations(gpu, d, cap);
+    const acts = allocActivations(gpu, d, cap, config.hybrid);
     const rt = ropeTables(config.rope);
     const invBuf = loader.uploadF32("inv_freq", rt.invFreq);
     const q = config.quant;
@@ -215,6 +225,7 @@ export class Engine {
       tokenizer,
       eosIds,
       kv,
+      recurrent.any ? recurrent : null,
       slots,
       acts,
       invBuf,
@@ -279,6 +290,9 @@ export class Engine {
         dims: this.config.dims,
         acts: this.acts,
         kv: this.kv,
+        kvIndex: kvLayerIndex(this.config),
+        recurrent: this.recurrent,
+        hybrid: this.config.hybrid,
         slots: this.slots,
         invFreq: this.invFreq,
         mscale: this.mscale,

@@ -6,8 +6,10 @@
  */
 import type { SchedulerOptions } from "./generation.ts";
 import type { KvPool } from "./kv_pool.ts";
-import { PrefixCache } from "./prefix_cache.ts";
+import { type CacheNode, PrefixCache } from "./prefix_cache.ts";
+import { PrefixStates } from "./prefix_state.ts";
 import { PrefixStore } from "./prefix_store.ts";
+import type { RecurrentState } from "./recurrent.ts";
 import type { Seq } from "./sequence.ts";
 
 export class PrefixReuse {
@@ -15,22 +17,57 @@ export class PrefixReuse {
   readonly cache: PrefixCache | null;
   /** The second tier (a folder of page files), when given a folder. */
   readonly store: PrefixStore | null;
+  /** Recurrent layers' snapshots (hybrid models; null otherwise). */
+  readonly states: PrefixStates | null;
+  /** Snapshots saved by sequences whose pages are not registered yet. */
+  readonly #pending = new Map<Seq, { id: number; at: number }>();
   readonly #spillDelayMs: number;
   #spillTimer: ReturnType<typeof setTimeout> | undefined;
   #storeOpen: Promise<void> | null = null;
 
-  constructor(readonly kv: KvPool, opts: SchedulerOptions) {
+  /**
+   * `recurrent`: the model's per-slot recurrent state, snapshotted for the cache (2 per slot); such models
+   * keep no second tier (page files hold no state).
+   */
+  constructor(readonly kv: KvPool, opts: SchedulerOptions, recurrent: RecurrentState | null = null) {
     const budget = opts.prefixCacheBytes === undefined
       ? kv.shape.numPages
       : Math.min(kv.shape.numPages, Math.floor(opts.prefixCacheBytes / kv.bytesPerPage));
     this.cache = budget > 0 ? new PrefixCache(kv, budget) : null;
-    const f = opts.prefixFolder;
+    this.states = this.cache && recurrent ? new PrefixStates(recurrent, 2 * recurrent.slots) : null;
+    const f = recurrent ? undefined : opts.prefixFolder;
     this.store = f && this.cache
       ? new PrefixStore(kv, this.cache, f.folder, f.fingerprint, f.budgetBytes)
       : null;
     this.#spillDelayMs = f?.idleMs ?? 1000;
-    const store = this.store;
+    const { store, states } = this;
     if (store) this.cache!.onEvict = (node) => store.evicting(node);
+    if (states) this.cache!.onEvict = (node) => states.evicted(node);
+  }
+
+  /**
+   * Where a prefill chunk of `s` starting at `from` must end (≤ `to`): hybrid models cut it at the prompt's
+   * last full page boundary, where the state is saved.
+   */
+  chunkEnd(s: Seq, from: number, to: number): number {
+    if (!this.states) return to;
+    const b = this.states.boundary(s.req.prompt.length, this.kv.shape.pageSize);
+    return from < b && to > b ? b : to;
+  }
+
+  /** After `s`'s chunk ending at `end` is encoded: saves its state there if that is its boundary. */
+  afterChunk(enc: GPUCommandEncoder, s: Seq, end: number): void {
+    const st = this.states;
+    if (!st || end === 0 || end !== st.boundary(s.req.prompt.length, this.kv.shape.pageSize)) return;
+    const id = st.save(enc, s.slot);
+    if (id !== null) this.#pending.set(s, { id, at: end });
+  }
+
+  /** `s` ended: a snapshot its pages never took is freed. */
+  forget(s: Seq): void {
+    const p = this.#pending.get(s);
+    if (p) this.states!.release(p.id);
+    this.#pending.delete(s);
   }
 
   /** Before `s`'s first prefill chunk: its row starts with the cached prefix, its prefill after it. */
@@ -38,7 +75,8 @@ export class PrefixReuse {
     s.looked = true;
     const { cache, kv } = this;
     if (!cache) return;
-    const nodes = cache.match(s.req.prompt);
+    let nodes = cache.match(s.req.prompt);
+    if (this.states) nodes = this.#resume(s, nodes);
     kv.share(s.slot, s.pages, nodes.map((n) => n.page));
     let loaded = 0;
     if (this.store) {
@@ -50,9 +88,25 @@ export class PrefixReuse {
     cache.count(s.cached, loaded * cache.pageSize);
   }
 
+  /** A hybrid model's match ends at its deepest snapshot, which becomes the slot's state. */
+  #resume(s: Seq, matched: CacheNode[]): CacheNode[] {
+    const nodes = this.states!.cut(matched);
+    if (nodes.length) {
+      const gpu = this.kv.gpu;
+      const enc = gpu.device.createCommandEncoder({ label: "prefix state" });
+      this.states!.restore(enc, nodes[nodes.length - 1], s.slot);
+      gpu.device.queue.submit([enc.finish()]);
+    }
+    return nodes;
+  }
+
   /** `s`'s pages up to position `processed` are written (read back after them): later prompts may share. */
   written(s: Seq, processed: number): void {
     this.cache?.register(s.req.prompt, s.pages, processed);
+    const p = this.#pending.get(s);
+    if (!p || processed < p.at) return;
+    this.#pending.delete(s);
+    this.states!.attach(this.cache!.nodeAt(s.req.prompt, p.at / this.kv.shape.pageSize), p.id);
   }
 
   /**
@@ -80,5 +134,6 @@ export class PrefixReuse {
 
   close(): void {
     clearTimeout(this.#spillTimer);
+    this.states?.destroy();
   }
 }

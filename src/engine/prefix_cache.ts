@@ -141,6 +141,18 @@ export class PrefixCache {
     return out;
   }
 
+  /** The cached node of `prompt`'s first `pages` pages, or null when they are not all cached. */
+  nodeAt(prompt: ArrayLike<number>, pages: number): CacheNode | null {
+    const ps = this.pageSize;
+    let node = this.root;
+    for (let i = 0; i < pages; i++) {
+      const next = node.children.get(pageKey(Array.prototype.slice.call(prompt, i * ps, (i + 1) * ps)));
+      if (!next) return null;
+      node = next;
+    }
+    return node;
+  }
+
   /** Counts one request's lookup: `tokens` reused (0: a miss), `loaded` of them from the second tier. */
   count(tokens: number, loaded = 0): void {
     if (tokens) this.stats.hits++;

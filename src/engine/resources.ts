@@ -4,7 +4,9 @@
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
+import type { HybridDims } from "../models/model.ts";
 import { splitKRows } from "../ops/matmul.ts";
+import { allocMoeGroups, type MoeGroups } from "../ops/moe.ts";
 
 export interface Dims {
   hidden: number;
@@ -46,9 +48,48 @@ export interface Activations {
   splitk: GPUBuffer; // (splits, rows, hidden) f32: split-K partials of the narrow prefill matmuls (o, down)
   maxSplit: number;
   cap: Capacity;
+  /** Buffers of the non-dense layers a model declares (absent for dense models). */
+  hybrid: HybridActivations;
 }
 
-export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations {
+/** Activations of gated attention, recurrent mixers and MoE MLPs (allocActivations makes what `h` needs). */
+export interface HybridActivations {
+  gate?: GPUBuffer; // (rows, nq·hd) act: the attention output gate's logits
+  mix?: GPUBuffer; // (rows, mixWidth) f32: a recurrent layer's input projection
+  mixWidth?: number;
+  conv?: GPUBuffer; // (rows, conv channels) f32: the causal conv's output
+  delta?: GPUBuffer; // (rows, nv·dv) f32: the gated DeltaNet's normed, gated output
+  moe?: {
+    router: GPUBuffer; // (rows, E) f32
+    ids: GPUBuffer; // (rows, k) u32
+    weights: GPUBuffer; // (rows, k) f32
+    h: GPUBuffer; // (rows·k, I) f32
+    y: GPUBuffer; // (rows·k, hidden) f32
+    shared: GPUBuffer; // (rows, hidden) f32: the shared expert's output
+    sharedGate: GPUBuffer; // (rows) f32: its gate logit
+    groups: MoeGroups;
+  };
+}
+
+/** Width of a recurrent layer's input projection: [q | k | v | z | b | a] (DeltaNet) or [B | C | x]. */
+export function mixWidth(d: Dims, h: HybridDims): number {
+  const dn = h.deltanet;
+  const deltaWidth = dn ? 2 * dn.nk * dn.dk + 2 * dn.nv * dn.dv + 2 * dn.nv : 0;
+  return Math.max(deltaWidth, h.shortConv ? 3 * d.hidden : 0);
+}
+
+/** Bytes per row of the widest hybrid activation (the storage-binding fit of a prefill chunk). */
+function hybridRowBytes(d: Dims, h: HybridDims | undefined): number {
+  if (!h) return 0;
+  const m = h.moe;
+  return Math.max(
+    mixWidth(d, h) * 4,
+    m ? m.topK * Math.max(m.intermediate, d.hidden) * 4 : 0,
+    h.deltanet ? (2 * h.deltanet.nk * h.deltanet.dk + h.deltanet.nv * h.deltanet.dv) * 4 : 0,
+  );
+}
+
+export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity, hd?: HybridDims): Activations {
   const ab = gpu.info.f16 ? 2 : 4;
   const mk = (label: string, bytes: number, extra = 0) =>
     gpu.memory.create("activations", {
@@ -74,7 +115,43 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
     splitk: mk("splitk", splitKRows(gpu.profile, cap.rows) * d.hidden * 4),
     maxSplit,
     cap,
+    hybrid: hd ? allocHybrid(gpu, d, R, hd, mk) : {},
   };
+}
+
+function allocHybrid(
+  gpu: Gpu,
+  d: Dims,
+  R: number,
+  h: HybridDims,
+  mk: (label: string, bytes: number) => GPUBuffer,
+): HybridActivations {
+  const ab = gpu.info.f16 ? 2 : 4;
+  const out: HybridActivations = {};
+  if (h.gatedAttention) out.gate = mk("attn_gate", R * d.nq * d.hd * ab);
+  const width = mixWidth(d, h);
+  if (width) {
+    out.mix = mk("mix", R * width * 4);
+    out.mixWidth = width;
+  }
+  const dn = h.deltanet;
+  const convC = Math.max(dn ? 2 * dn.nk * dn.dk + dn.nv * dn.dv : 0, h.shortConv ? d.hidden : 0);
+  if (convC) out.conv = mk("conv", R * convC * 4);
+  if (dn) out.delta = mk("delta", R * dn.nv * dn.dv * 4);
+  const m = h.moe;
+  if (m) {
+    out.moe = {
+      router: mk("router", R * m.experts * 4),
+      ids: mk("expert_ids", R * m.topK * 4),
+      weights: mk("expert_weights", R * m.topK * 4),
+      h: mk("expert_h", R * m.topK * m.intermediate * 4),
+      y: mk("expert_y", R * m.topK * d.hidden * 4),
+      shared: mk("shared_expert", R * d.hidden * 4),
+      sharedGate: mk("shared_gate", R * 4),
+      groups: allocMoeGroups(gpu, R * m.topK, m.experts),
+    };
+  }
+  return out;
 }
 
 /**
@@ -82,7 +159,12 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity): Activations 
  * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's
  * parts).
  */
-export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info" | "profile">): number {
+export function soloRowsFit(
+  d: Dims,
+  maxBatch: number,
+  gpu: Pick<Gpu, "info" | "profile">,
+  hybrid?: HybridDims,
+): number {
   const ab = gpu.info.f16 ? 2 : 4;
   const perRow = Math.max(
     d.hidden * 4,
@@ -91,6 +173,7 @@ export function soloRowsFit(d: Dims, maxBatch: number, gpu: Pick<Gpu, "info" | "
     2 * d.intermediate * ab,
     d.intermediate * 4,
     (splitKRows(gpu.profile, 2048) / 2048) * d.hidden * 4,
+    hybridRowBytes(d, hybrid),
   );
   const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch;
   return Math.max(64, Math.min(2048, fit - (fit % 64)));

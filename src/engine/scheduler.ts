@@ -65,7 +65,7 @@ export class Scheduler {
   constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
     this.stepsPerSubmit = opts.stepsPerSubmit ?? 16;
     this.headStart = opts.headStart ?? true;
-    this.prefix = new PrefixReuse(engine.kv, opts);
+    this.prefix = new PrefixReuse(engine.kv, opts, engine.recurrent);
   }
 
   /** The prefix cache (null when off) and its second tier (null without a folder). */
@@ -246,10 +246,15 @@ export class Scheduler {
       // Alone, a prompt takes the big chunks; with decodes in the step, the small ones keep their waits
       // short.
       chunk = pre
-        ? Math.min(
-          decoding.length ? eng.prefillChunk : eng.soloPrefillChunk,
-          pre.req.prompt.length - pre.prefilled,
-        )
+        ? this.prefix.chunkEnd(
+          pre,
+          pre.prefilled,
+          pre.prefilled +
+            Math.min(
+              decoding.length ? eng.prefillChunk : eng.soloPrefillChunk,
+              pre.req.prompt.length - pre.prefilled,
+            ),
+        ) - pre.prefilled
         : 0;
       const short = decoding.find((s) => !this.#grow(s, Math.min(s.encPos + steps, s.limit)));
       if (short) {
@@ -301,6 +306,7 @@ export class Scheduler {
         eng.encodeStep(enc, plan, Math.max(decodeLen + i, pre ? pre.prefilled + chunk : 0), shortest + i);
       }
     }
+    if (pre) this.prefix.afterChunk(enc, pre, pre.prefilled + chunk);
     const ranges: Group["ranges"] = [];
     for (const s of decoding) {
       const start = s.encPos + 1;
@@ -382,6 +388,7 @@ export class Scheduler {
     s.phase = "finished";
     this.#queue = this.#queue.filter((x) => x !== s);
     this.#active = this.#active.filter((x) => x !== s);
+    this.prefix.forget(s);
     if (wasActive && s.slot >= 0) {
       this.engine.kv.release(s.pages);
       this.engine.slots.release(s.slot);

@@ -22,7 +22,10 @@ import { rope } from "../ops/rope.ts";
 import { grammarAdvance, type GrammarBuffers, grammarMask } from "../ops/grammar.ts";
 import { sample, stepBegin } from "../ops/sample.ts";
 import type { Activations, Dims } from "./resources.ts";
+import { hybridBuffer } from "./step_hybrid.ts";
 import type { KvPool } from "./kv_pool.ts";
+import type { RecurrentState } from "./recurrent.ts";
+import type { HybridDims } from "../models/model.ts";
 import type { Slots } from "./slots.ts";
 
 export interface Segment {
@@ -83,6 +86,11 @@ export interface StepResources {
   dims: Dims;
   acts: Activations;
   kv: KvPool;
+  /** Model layer → its KV-pool layer (−1: a recurrent layer). */
+  kvIndex: number[];
+  recurrent: RecurrentState | null;
+  /** The model's non-dense shapes (config.hybrid). */
+  hybrid?: HybridDims;
   slots: Slots;
   invFreq: GPUBuffer;
   mscale: number;
@@ -90,7 +98,20 @@ export interface StepResources {
   grammar?: GrammarBuffers | null;
 }
 
-type ActName = "xn" | "qkv" | "q" | "attn" | "gu" | "h";
+/** `prefillNormed`: xn already holds this norm of the prefill rows (prefillNorm ran for the block). */
+export interface Normed {
+  prefillNormed?: boolean;
+}
+
+/** The gated MLP activation: SwiGLU's silu, or GeGLU's tanh-approximated gelu (Gemma). */
+export type GatedAct = "silu" | "gelu_tanh";
+
+/** Activations ops read and write by name; those in F32_OUT are written as f32, the rest as act. */
+const DENSE_ACTS = ["xn", "qkv", "q", "attn", "gu", "h"] as const;
+const HYBRID_ACTS = ["gate", "mix", "conv", "delta", "router", "shared", "sharedGate"] as const;
+export type ActName = (typeof DENSE_ACTS)[number] | (typeof HYBRID_ACTS)[number];
+// "mix" is f32: the DeltaNet's decay and gates compound over every later token (bench/NOTES.md #99).
+const F32_OUT = new Set<ActName>(["xn", "mix", "router", "shared", "sharedGate"]);
 
 /** The op vocabulary of architecture files, bound to one step layout. */
 export class StepGraph {
@@ -111,9 +132,9 @@ export class StepGraph {
     if (this.D > 0) await stepBegin(this.ctx, { rows: this.res.acts.rows, R: this.R, s: this.res.slots });
   }
 
-  /** x = embedding rows of the step's tokens (f32 residual). */
-  async embed(table: Linear): Promise<void> {
-    await embed(this.ctx, { rows: this.res.acts.rows, table, x: this.res.acts.x, R: this.R });
+  /** x = embedding rows of the step's tokens (f32 residual), times `scale` (Gemma: √hidden). */
+  async embed(table: Linear, scale = 1): Promise<void> {
+    await embed(this.ctx, { rows: this.res.acts.rows, table, x: this.res.acts.x, R: this.R, scale });
   }
 
   /** dst = src · Wᵀ, or x += src · Wᵀ with `dst = "x"` (the residual add, fused). */
@@ -125,13 +146,24 @@ export class StepGraph {
    * dst = (rmsNorm(x) · weight) · Wᵀ. Decode rows normalise inside the vector matmul's x loads (one dispatch
    * fewer per norm); prefill rows write xn with the norm kernel, then take the tiled matmul.
    */
-  async normLinear(weight: GPUBuffer, g: LinearGroup, dst: ActName): Promise<void> {
-    await this.#prefillNorm(weight);
+  async normLinear(weight: GPUBuffer, g: LinearGroup, dst: ActName, o: Normed = {}): Promise<void> {
+    if (!o.prefillNormed) await this.prefillNorm(weight);
     await this.#linear("xn", g, dst, { weight, eps: this.res.dims.eps });
   }
 
-  /** xn = rmsNorm(x) · weight on the prefill rows (decode rows fuse the norm into their matmul). */
-  async #prefillNorm(weight: GPUBuffer): Promise<void> {
+  /** An activation buffer by name (hybrid ones only where the model declared them). */
+  buffer(name: ActName): GPUBuffer {
+    const a = this.res.acts;
+    const b = name in a ? (a as unknown as Record<string, GPUBuffer>)[name] : hybridBuffer(a.hybrid, name);
+    if (!b) throw new ShapeError(`activation "${name}" was not allocated for this model`);
+    return b;
+  }
+
+  /**
+   * xn = rmsNorm(x) · weight on the prefill rows (decode rows fuse the norm into their matmul); a block whose
+   * several ops read the same norm runs it once and passes `prefillNormed` to them.
+   */
+  async prefillNorm(weight: GPUBuffer): Promise<void> {
     const { acts, dims } = this.res;
     const P = this.R - this.D;
     if (P > 0) {
@@ -151,19 +183,20 @@ export class StepGraph {
    * h = silu(gate) · up of (rmsNorm(x) · weight) · [gate | up]ᵀ. Decode rows do all of it in one vector
    * matmul when the weights allow (4-bit, one buffer); prefill rows take norm, tiled matmul, then silu_mul.
    */
-  async normSwiGLU(weight: GPUBuffer, g: LinearGroup): Promise<void> {
+  async normSwiGLU(weight: GPUBuffer, g: LinearGroup, act: GatedAct = "silu", o: Normed = {}): Promise<void> {
     const { acts, dims } = this.res;
     const w = g.parts[0].w;
-    if (this.D === 0 || g.parts.length !== 1 || !canSwiGLU(w, "vec")) {
-      await this.normLinear(weight, g, "gu");
-      await this.siluMul();
+    const I = g.N / 2;
+    if (this.D === 0 || g.parts.length !== 1 || !canSwiGLU(w, "vec") || act !== "silu") {
+      await this.normLinear(weight, g, "gu", o);
+      await this.siluMul(I, act);
       return;
     }
     const P = this.R - this.D;
     const norm = { weight, eps: dims.eps };
     await matmul(this.ctx, { x: acts.x, w, y: acts.h, M: this.D, out: "swiglu", mode: "vec", norm });
     if (P > 0) {
-      await this.#prefillNorm(weight);
+      if (!o.prefillNormed) await this.prefillNorm(weight);
       await matmul(this.ctx, {
         x: acts.xn,
         w,
@@ -174,7 +207,7 @@ export class StepGraph {
         mode: "tiled",
         splitK: this.#splitK(),
       });
-      await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I: dims.intermediate });
+      await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I });
     }
   }
 
@@ -190,9 +223,9 @@ export class StepGraph {
     norm?: { weight: GPUBuffer; eps: number },
   ): Promise<void> {
     const acts = this.res.acts;
-    const x = acts[src];
-    const y = acts[dst];
-    const out = dst === "x" ? "add" : "act";
+    const x = this.buffer(src);
+    const y = dst === "x" ? acts.x : this.buffer(dst);
+    const out = dst === "x" ? "add" : F32_OUT.has(dst) ? "f32" : "act";
     const P = this.R - this.D;
     for (const p of g.parts) {
       if (this.D > 0) {
@@ -233,14 +266,16 @@ export class StepGraph {
    */
   async attention(
     layer: number,
-    opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number } = {},
+    opts: { qNorm?: GPUBuffer; kNorm?: GPUBuffer; scale?: number; window?: number; invFreq?: GPUBuffer } = {},
   ): Promise<void> {
     const { acts, dims, kv } = this.res;
+    const kl = this.res.kvIndex[layer];
+    if (kl < 0) throw new ShapeError(`layer ${layer} keeps no KV pages`);
     const common = {
       rows: acts.rows,
       pages: kv.pageTable,
-      kv: kv.layers[layer],
-      kvScale: kv.scales?.[layer],
+      kv: kv.layers[kl],
+      kvScale: kv.scales?.[kl],
       nq: dims.nq,
       nkv: dims.nkv,
       hd: dims.hd,
@@ -249,7 +284,7 @@ export class StepGraph {
     };
     const ropeArgs = {
       qkv: acts.qkv,
-      invFreq: this.res.invFreq,
+      invFreq: opts.invFreq ?? this.res.invFreq,
       qNorm: opts.qNorm,
       kNorm: opts.kNorm,
       rot: dims.rotary,
@@ -271,6 +306,7 @@ export class StepGraph {
         row0: 0,
         D: this.D,
         scale,
+        ...(opts.window ? { window: opts.window } : {}),
         opart: acts.opart,
         ml: acts.ml,
         maxSplit: acts.maxSplit,
@@ -284,18 +320,15 @@ export class StepGraph {
         row0: s.row0,
         S: s.len,
         scale,
+        ...(opts.window ? { window: opts.window } : {}),
       });
     }
   }
 
-  /** h = silu(gate) · up from the fused [gate | up] output. */
-  async siluMul(): Promise<void> {
-    await siluMul(this.ctx, {
-      gu: this.res.acts.gu,
-      h: this.res.acts.h,
-      R: this.R,
-      I: this.res.dims.intermediate,
-    });
+  /** h = silu(gate) · up from the fused [gate | up] output of width 2·I (default the model's MLP). */
+  async siluMul(I = this.res.dims.intermediate, act: GatedAct = "silu"): Promise<void> {
+    const a = act === "silu" ? {} : { act };
+    await siluMul(this.ctx, { gu: this.res.acts.gu, h: this.res.acts.h, R: this.R, I, ...a });
   }
 
   /**

@@ -87,10 +87,18 @@ export interface PrefillAttentionProfile {
   quad: boolean;
 }
 
+/** MoE expert matmuls of decode rows (`moe_vec.wgsl`, src/ops/moe.ts). */
+export interface MoeProfile {
+  /** Lanes per team of the gate|up and down kernels (0: chosen from K, about 4 weight units a lane). */
+  gateUpLanes: number;
+  downLanes: number;
+}
+
 export interface KernelProfile {
   /** The adapter the defaults were chosen for. */
   readonly adapter: string;
   readonly matmul: MatmulProfile;
+  readonly moe: MoeProfile;
   readonly decodeAttention: DecodeAttentionProfile;
   readonly prefillAttention: PrefillAttentionProfile;
 }
@@ -111,6 +119,7 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     vectorInt8: { enabled: true, workgroupSize: 256, wideWorkgroupSize: 128, wideN: 4096, maxK: 8192 },
     tiled: { wideN: 4096, int8: true, wideTileMinWorkgroups: 256, splitK: 2, splitKMaxRows: 4096 },
   },
+  moe: { gateUpLanes: 0, downLanes: 0 },
   decodeAttention: {
     keysPerSplit: 256,
     workgroupSize: 128,

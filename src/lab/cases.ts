@@ -19,9 +19,13 @@ import { attentionPrefillCase } from "./cases/attention_prefill.ts";
 import { siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
+import { sigmoidGateCase } from "./cases/gate.ts";
 import { grammarAdvanceCase, grammarMaskCase } from "./cases/grammar.ts";
 import { matmulSplitKCase, matmulTiledCase, matmulTiledX8Case, matmulVecCase } from "./cases/matmul.ts";
+import { moeCombineCase, moeRouteCase } from "./cases/moe.ts";
+import { moeTiledCase, moeVecCase } from "./cases/moe_matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
+import { causalConvCase, gatedDeltaCase } from "./cases/recurrent.ts";
 import { ropeCase } from "./cases/rope.ts";
 import { sampleCase, stepBeginCase } from "./cases/sample.ts";
 
@@ -39,11 +43,18 @@ export const CASES: readonly KernelCase[] = [
   attentionDecodeCase,
   attentionPrefillCase,
   siluMulCase,
+  sigmoidGateCase,
+  moeRouteCase,
+  moeVecCase,
+  moeTiledCase,
+  moeCombineCase,
   sampleCase,
   stepBeginCase,
   grammarMaskCase,
   grammarAdvanceCase,
   fillCase,
+  causalConvCase,
+  gatedDeltaCase,
 ];
 
 /** Case for a kernel file name ("matmul_vec.wgsl", "wgsl/matmul_vec.wgsl" or "matmul_vec"). */

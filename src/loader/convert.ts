@@ -250,6 +250,14 @@ async function prepareOut(hf: string, out: string, force: boolean): Promise<void
 
 /** Which tensors become `P.weight/.scales/.biases`: what mlx-lm's `nn.quantize` predicate takes (Linear and
  * Embedding weights whose input dim divides into groups), seen from HF names as 2-D float `*.weight`. */
+/**
+ * MoE routers (`mlp.gate`, the shared expert's `shared_expert_gate`) stay in float, as mlx-lm leaves them:
+ * a few experts' worth of logits decide every token's route.
+ */
+function isRouter(name: string): boolean {
+  return name.endsWith(".mlp.gate.weight") || name.endsWith(".shared_expert_gate.weight");
+}
+
 function planTensors(
   tensors: Map<string, TensorEntry>,
   config: Record<string, any>,
@@ -272,7 +280,7 @@ function planTensors(
     }
     const float = t.dtype === "BF16" || t.dtype === "F16" || t.dtype === "F32";
     const linear = float && name.endsWith(".weight") && t.shape.length === 2;
-    if (linear && t.shape[1] % groupSize === 0) {
+    if (linear && t.shape[1] % groupSize === 0 && !isRouter(name)) {
       const [rows, cols] = t.shape;
       // mlx-lm casts every float parameter to config's torch_dtype before quantizing, so the scales/biases
       // take that dtype; without one the weight keeps its own (F32 stays F32: mlx-lm does not pick bf16).

@@ -19,108 +19,13 @@ import { encodeDispatches, ParamArena } from "../gpu/kernel.ts";
 import type { ArchConfig } from "../models/model.ts";
 import type { OpContext } from "../ops/context.ts";
 import { fillRandom } from "../ops/fill.ts";
-import type { Linear, WeightFormat, WeightShard } from "../ops/linear.ts";
+import type { ExpertLinear, Linear, WeightFormat, WeightShard } from "../ops/linear.ts";
 import type { ModelSource } from "../platform/mod.ts";
-import type { LinearGroup, WeightSource } from "./weights.ts";
+import type { ExpertNames, LinearGroup, WeightRef, WeightSource } from "./weights.ts";
+import { syntheticConfig, syntheticShape } from "./synthetic_shapes.ts";
 
-export interface SyntheticShape {
-  hidden: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  intermediate: number;
-  vocab: number;
-  tied: boolean;
-}
-
-/** Qwen3 shapes (vocab 16384, the reference shape's, so the bundled tokenizer fits every one). */
-export const SYNTHETIC_SHAPES: Record<string, SyntheticShape> = {
-  tiny: {
-    hidden: 128,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    headDim: 32,
-    intermediate: 256,
-    vocab: 16384,
-    tied: true,
-  },
-  "qwen3-0.6b": {
-    hidden: 1024,
-    layers: 28,
-    heads: 16,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 3072,
-    vocab: 16384,
-    tied: true,
-  },
-  "qwen3-4b": {
-    hidden: 2560,
-    layers: 36,
-    heads: 32,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 9728,
-    vocab: 16384,
-    tied: true,
-  },
-  // The real Qwen3-8B has an untied head; so does this one.
-  "qwen3-8b": {
-    hidden: 4096,
-    layers: 36,
-    heads: 32,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 12288,
-    vocab: 16384,
-    tied: false,
-  },
-};
-
-export function syntheticShape(name: string): SyntheticShape {
-  const s = SYNTHETIC_SHAPES[name];
-  if (!s) {
-    throw new LoaderError(
-      `synthetic/${name}`,
-      null,
-      `unknown synthetic shape; known: ${Object.keys(SYNTHETIC_SHAPES).join(", ")}`,
-    );
-  }
-  return s;
-}
-
-/** The HF config.json of a synthetic shape (MLX 4-bit g64 unless `quant` says otherwise). */
-export function syntheticConfig(name: string, quant = { bits: 4, groupSize: 64 }): Record<string, unknown> {
-  const s = syntheticShape(name);
-  const q = { group_size: quant.groupSize, bits: quant.bits, mode: "affine" };
-  return {
-    architectures: ["Qwen3ForCausalLM"],
-    model_type: "qwen3",
-    hidden_size: s.hidden,
-    num_hidden_layers: s.layers,
-    num_attention_heads: s.heads,
-    num_key_value_heads: s.kvHeads,
-    head_dim: s.headDim,
-    intermediate_size: s.intermediate,
-    vocab_size: s.vocab,
-    max_position_embeddings: 40960,
-    rms_norm_eps: 1e-6,
-    // Both spellings: older transformers read rope_theta, newer rope_parameters.
-    rope_theta: 1e6,
-    rope_parameters: { rope_theta: 1e6, rope_type: "default" },
-    hidden_act: "silu",
-    attention_bias: false,
-    tie_word_embeddings: s.tied,
-    torch_dtype: "bfloat16",
-    // No eos_token_id: random weights may pick any id, and a benchmark must run its full token count.
-    bos_token_id: null,
-    eos_token_id: null,
-    quantization: q,
-    quantization_config: q,
-  };
-}
+export { SYNTHETIC_SHAPES, syntheticConfig, syntheticShape } from "./synthetic_shapes.ts";
+export type { SyntheticShape } from "./synthetic_shapes.ts";
 
 const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json"];
 
@@ -233,21 +138,54 @@ export class SyntheticWeights implements WeightSource {
     return (await this.group([path], [N], K)).parts[0].w;
   }
 
+  shape(_name: string): number[] | null {
+    return null;
+  }
+
   /** One Linear for all `paths`, concatenated along N (they share a format, so always fused). */
-  async group(paths: string[], Ns: number[], K: number): Promise<LinearGroup> {
+  async group(paths: WeightRef[], Ns: number[], K: number): Promise<LinearGroup> {
+    const N = Ns.reduce((a, b) => a + b, 0);
+    const name = paths.map((p) => typeof p === "string" ? p : p.path).join("+");
+    const shards = await this.#shards(name, N, K, 64);
+    return { N, K, parts: [{ w: { name, N, K, format: this.format, shards }, nOff: 0 }] };
+  }
+
+  /** Experts stacked like WeightLoader's, each shard whole experts. */
+  async experts(at: ExpertNames, E: number, Ns: number[], K: number): Promise<ExpertLinear> {
+    const per = Ns.reduce((a, b) => a + b, 0);
+    const name = `${at.prefix}.${at.names.join("+")}`;
+    const shards = await this.#shards(name, E * per, K, per);
+    return {
+      name,
+      E,
+      N: per,
+      K,
+      format: this.format,
+      shards: shards.map((s) => ({
+        e0: s.n0 / per,
+        count: s.n / per,
+        w: s.w,
+        scales: s.scales,
+        biases: s.biases,
+      })),
+    };
+  }
+
+  /** Small f32 tensors (conv kernels, per-head constants) ~ U(0.9, 1.1), like the norms. */
+  array(name: string, shape: number[]): Promise<GPUBuffer> {
+    return this.vector(name, shape.reduce((a, b) => a * b, 1));
+  }
+
+  /** N random rows in shards of a multiple of `unit` rows (and of 64, so scales start on a word). */
+  async #shards(name: string, N: number, K: number, unit: number): Promise<WeightShard[]> {
     const f = this.format as Extract<WeightFormat, { kind: "q" }>;
     if (K % f.groupSize !== 0 || (K * f.bits) % 32 !== 0) {
-      throw new LoaderError(
-        `synthetic`,
-        paths.join("+"),
-        `K=${K} is not a multiple of the group size ${f.groupSize}`,
-      );
+      throw new LoaderError(`synthetic`, name, `K=${K} is not a multiple of the group size ${f.groupSize}`);
     }
-    const N = Ns.reduce((a, b) => a + b, 0);
-    const name = paths.join("+");
     const rowWords = (K * f.bits) / 32;
     const groups = K / f.groupSize;
-    const fit = Math.max(64, Math.floor(this.gpu.info.maxBinding / (rowWords * 4) / 64) * 64);
+    const step = unit % 64 === 0 ? unit : unit * 64;
+    const fit = Math.max(step, Math.floor(this.gpu.info.maxBinding / (rowWords * 4) / step) * step);
     const maxRows = Math.min(fit, this.opts.maxShardRows ?? Infinity);
     const wSeed = streamOf(`${name}.weight`, this.seed);
     const sSeed = streamOf(`${name}.scales`, this.seed);
@@ -287,7 +225,7 @@ export class SyntheticWeights implements WeightSource {
       shards.push({ n0, n, w, scales, biases });
     }
     this.#submit(ctx);
-    return { N, K, parts: [{ w: { name, N, K, format: this.format, shards }, nOff: 0 }] };
+    return shards;
   }
 
   /** Norm weights ~ U(0.9, 1.1) (already the effective weight, whether or not the norm is (1 + w)-style). */

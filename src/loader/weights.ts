@@ -7,7 +7,7 @@
  */
 import { LoaderError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
-import type { Linear, WeightFormat, WeightShard } from "../ops/linear.ts";
+import type { ExpertLinear, ExpertShard, Linear, WeightFormat, WeightShard } from "../ops/linear.ts";
 import type { ModelSource } from "../platform/mod.ts";
 import type { QuantConfig, QuantSpec } from "./config.ts";
 import { f32ToF16, readTensorBytes, type TensorEntry, type TensorIndex, toFloat32 } from "./safetensors.ts";
@@ -22,14 +22,37 @@ export interface LinearGroup {
 const STAGING = 32 * 1024 * 1024;
 
 /**
+ * A module path (without ".weight"), or some of its rows: `rows` lists [first, count] ranges of the tensor's
+ * rows (leading dims flattened), taken in order. Checkpoints that interleave what the engine keeps apart
+ * (Qwen3-Next's per-head [q | gate] rows, its per-key-head-group q/k/v/z rows) load through these.
+ */
+export type WeightRef = string | { path: string; rows: [number, number][] };
+
+/** Where an MoE layer's experts live: HF per-expert modules, MLX `switch_mlp` stacks or HF fused stacks. */
+export interface ExpertNames {
+  /** The MoE block's module path (`model.layers.3.mlp`). */
+  prefix: string;
+  /** Projections stacked per expert, in order (`["gate_proj", "up_proj"]`). */
+  names: string[];
+  /** The HF fused stack holding them (`experts.gate_up_proj` [E, ΣN, K]), when a checkpoint has one. */
+  fused: string;
+}
+
+/**
  * What architecture files load weights through. `WeightLoader` streams them from a checkpoint; the
  * benchmark's synthetic weights implement the same methods with random data made on the GPU.
  */
 export interface WeightSource {
   has(name: string): boolean;
+  /** A tensor's shape, or null when absent (or, for synthetic weights, not known). */
+  shape(name: string): number[] | null;
   linear(path: string, N: number, K: number): Promise<Linear>;
-  group(paths: string[], Ns: number[], K: number): Promise<LinearGroup>;
+  group(paths: WeightRef[], Ns: number[], K: number): Promise<LinearGroup>;
+  /** Every expert's `names` projections stacked expert by expert (gate rows, then up rows, per expert). */
+  experts(at: ExpertNames, E: number, Ns: number[], K: number): Promise<ExpertLinear>;
   vector(name: string, n: number, opts?: { plusOne?: boolean }): Promise<GPUBuffer>;
+  /** A small float tensor of exactly `shape` as f32 (conv kernels, per-head constants). */
+  array(name: string, shape: number[]): Promise<GPUBuffer>;
   uploadF32(label: string, v: Float32Array): GPUBuffer;
 }
 
@@ -49,6 +72,10 @@ export class WeightLoader implements WeightSource {
 
   has(name: string): boolean {
     return this.index.tensors.has(name);
+  }
+
+  shape(name: string): number[] | null {
+    return this.index.tensors.get(name)?.shape ?? null;
   }
 
   tensor(name: string): TensorEntry {
@@ -79,8 +106,10 @@ export class WeightLoader implements WeightSource {
   }
 
   /** Linears with the same input, concatenated along N when their formats allow it. */
-  async group(paths: string[], Ns: number[], K: number): Promise<LinearGroup> {
-    const specs = paths.map((p, i) => this.#describe(p, Ns[i], K));
+  async group(paths: WeightRef[], Ns: number[], K: number): Promise<LinearGroup> {
+    const specs = paths.map((p, i) =>
+      typeof p === "string" ? this.#describe(p, Ns[i], K) : this.#describe(p.path, Ns[i], K, p.rows)
+    );
     const parts: LinearGroup["parts"] = [];
     let nOff = 0;
     let i = 0;
@@ -114,6 +143,68 @@ export class WeightLoader implements WeightSource {
     return this.uploadF32(name, v);
   }
 
+  async array(name: string, shape: number[]): Promise<GPUBuffer> {
+    const t = this.tensor(name);
+    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+      throw new LoaderError(
+        `${this.source.name}/${t.file}`,
+        name,
+        `expected shape [${shape}], got [${t.shape}]`,
+      );
+    }
+    if (!["BF16", "F16", "F32"].includes(t.dtype)) {
+      throw new LoaderError(`${this.source.name}/${t.file}`, name, `expected a float tensor, got ${t.dtype}`);
+    }
+    this.bytesRead += t.byteLength;
+    return this.uploadF32(name, toFloat32(await readTensorBytes(this.source, t), t.dtype));
+  }
+
+  async experts(at: ExpertNames, E: number, Ns: number[], K: number): Promise<ExpertLinear> {
+    const run: Described[] = [];
+    const stacked = at.names.every((n) => this.has(`${at.prefix}.switch_mlp.${n}.weight`));
+    const fused = this.has(`${at.prefix}.${at.fused}`);
+    const sum = Ns.reduce((a, b) => a + b, 0);
+    for (let e = 0; e < E; e++) {
+      if (fused) {
+        // HF fused stacks hold [E, ΣN, K] under the bare name (no ".weight").
+        run.push(this.#describe(`${at.prefix}.${at.fused}`, sum, K, [[e * sum, sum]], ""));
+        continue;
+      }
+      for (const [i, n] of at.names.entries()) {
+        run.push(
+          stacked
+            ? this.#describe(`${at.prefix}.switch_mlp.${n}`, Ns[i], K, [[e * Ns[i], Ns[i]]])
+            : this.#describe(`${at.prefix}.experts.${e}.${n}`, Ns[i], K),
+        );
+      }
+    }
+    const format = run[0].format;
+    if (run.some((r) => !sameFormat(r.format, format) || r.bias)) {
+      throw new LoaderError(
+        this.source.name,
+        `${at.prefix}.experts`,
+        "experts differ in format or have biases",
+      );
+    }
+    const rowBytes = format.kind === "q" ? (K * format.bits) / 8 : K * 2;
+    // Shards hold whole experts, so a kernel finds an expert's rows in one buffer.
+    const perShard = Math.max(1, Math.floor(this.gpu.info.maxBinding / (rowBytes * sum)));
+    const name = `${at.prefix}.experts`;
+    const shards: ExpertShard[] = [];
+    for (let e0 = 0; e0 < E; e0 += perShard) {
+      const count = Math.min(perShard, E - e0);
+      const [n0, n] = [e0 * sum, count * sum];
+      const shard: ExpertShard = { e0, count, w: await this.#rows(name, run, "wt", n0, n, rowBytes) };
+      if (format.kind === "q") {
+        const sb = (K / format.groupSize) * 2;
+        shard.scales = await this.#rows(`${name}.scales`, run, "sc", n0, n, sb);
+        shard.biases = await this.#rows(`${name}.biases`, run, "bi", n0, n, sb);
+      }
+      shards.push(shard);
+    }
+    return { name, E, N: sum, K, format, shards };
+  }
+
   /** Uploads a small f32 array as a storage buffer (category weights). */
   uploadF32(label: string, v: Float32Array): GPUBuffer {
     const buf = this.gpu.memory.create("weights", {
@@ -125,24 +216,36 @@ export class WeightLoader implements WeightSource {
     return buf;
   }
 
-  #describe(path: string, N: number, K: number): Described {
+  /**
+   * Module `path` as [N, K] rows for upload; `rows` picks [first, count] ranges of the tensor's rows (leading
+   * dims flattened); `suffix` is the weight tensor's (HF fused expert stacks have none).
+   */
+  #describe(path: string, N: number, K: number, rows?: [number, number][], suffix = ".weight"): Described {
     const q = this.quantOf(path);
-    const wt = this.tensor(`${path}.weight`);
+    const wt = this.tensor(`${path}${suffix}`);
     const where = `${this.source.name}/${wt.file}`;
     const bias = this.has(`${path}.bias`) ? this.tensor(`${path}.bias`) : null;
+    const lead = (t: TensorEntry) => t.shape.slice(0, -1).reduce((a, b) => a * b, 1);
+    const want = rows ? lead(wt) : N;
+    if (rows) {
+      const picked = rows.reduce((a, [, n]) => a + n, 0);
+      if (picked !== N || bias || rows.some(([first, n]) => first < 0 || first + n > want)) {
+        throw new LoaderError(where, `${path}${suffix}`, `rows ${JSON.stringify(rows)} of [${wt.shape}]`);
+      }
+    }
     if (q) {
       const cols = (K * q.bits) / 32;
-      if (wt.dtype !== "U32" || wt.shape.length !== 2 || wt.shape[0] !== N || wt.shape[1] !== cols) {
+      if (wt.dtype !== "U32" || lead(wt) !== want || wt.shape[wt.shape.length - 1] !== cols) {
         throw new LoaderError(
           where,
-          `${path}.weight`,
-          `expected U32 [${N}, ${cols}] (${q.bits}-bit, K=${K}), got ${wt.dtype} [${wt.shape}]`,
+          `${path}${suffix}`,
+          `expected U32 [${want}, ${cols}] (${q.bits}-bit, K=${K}), got ${wt.dtype} [${wt.shape}]`,
         );
       }
       const sc = this.tensor(`${path}.scales`);
       const bi = this.tensor(`${path}.biases`);
       for (const t of [sc, bi]) {
-        if (t.shape.length !== 2 || t.shape[0] !== N || t.shape[1] !== K / q.groupSize) {
+        if (lead(t) !== want || t.shape[t.shape.length - 1] !== K / q.groupSize) {
           throw new LoaderError(
             `${this.source.name}/${t.file}`,
             t.name,
@@ -159,16 +262,16 @@ export class WeightLoader implements WeightSource {
         groupSize: q.groupSize,
         scaleF16: sc.dtype !== "BF16",
       };
-      return { path, N, format, wt, sc, bi, bias };
+      return { path, N, format, wt, sc, bi, bias, rows };
     }
-    if (wt.shape.length !== 2 || wt.shape[0] !== N || wt.shape[1] !== K) {
-      throw new LoaderError(where, `${path}.weight`, `expected [${N}, ${K}], got [${wt.shape}]`);
+    if (lead(wt) !== want || wt.shape[wt.shape.length - 1] !== K) {
+      throw new LoaderError(where, `${path}${suffix}`, `expected [${want}, ${K}], got [${wt.shape}]`);
     }
     if (!["BF16", "F16", "F32"].includes(wt.dtype)) {
-      throw new LoaderError(where, `${path}.weight`, `unsupported dtype ${wt.dtype}`);
+      throw new LoaderError(where, `${path}${suffix}`, `unsupported dtype ${wt.dtype}`);
     }
     const format: WeightFormat = wt.dtype === "BF16" ? { kind: "bf16" } : { kind: "f16" };
-    return { path, N, format, wt, sc: null, bi: null, bias };
+    return { path, N, format, wt, sc: null, bi: null, bias, rows };
   }
 
   async #upload(run: Described[], K: number): Promise<Linear> {
@@ -220,14 +323,17 @@ export class WeightLoader implements WeightSource {
     let rowBase = 0;
     for (const r of run) {
       const t = r[key]!;
-      const lo = Math.max(n0, rowBase);
-      const hi = Math.min(n0 + n, rowBase + r.N);
-      if (lo < hi) {
-        const inRowBytes = t.byteLength / r.N;
-        await this.#copy(buf, dst, t, (lo - rowBase) * inRowBytes, (hi - lo) * inRowBytes);
-        dst += (hi - lo) * outRowBytes;
+      const inRowBytes = t.byteLength / t.shape.slice(0, -1).reduce((a, b) => a * b, 1);
+      // The run's rows rowBase .. rowBase+N−1 come from these tensor row ranges, in order.
+      for (const [first, count] of r.rows ?? [[0, r.N]]) {
+        const lo = Math.max(n0, rowBase);
+        const hi = Math.min(n0 + n, rowBase + count);
+        if (lo < hi) {
+          await this.#copy(buf, dst, t, (first + lo - rowBase) * inRowBytes, (hi - lo) * inRowBytes);
+          dst += (hi - lo) * outRowBytes;
+        }
+        rowBase += count;
       }
-      rowBase += r.N;
     }
     return buf;
   }
@@ -265,6 +371,8 @@ interface Described {
   sc: TensorEntry | null;
   bi: TensorEntry | null;
   bias: TensorEntry | null;
+  /** Row ranges taken from the tensors (absent: rows 0 .. N−1). */
+  rows?: [number, number][];
 }
 
 function sameFormat(a: WeightFormat, b: WeightFormat): boolean {

@@ -3,12 +3,28 @@
  * @module
  */
 import { UnsupportedModelError } from "../errors.ts";
+import { gemma3_text } from "./gemma3_text.ts";
+import { lfm2 } from "./lfm2.ts";
 import { llama } from "./llama.ts";
 import type { Architecture } from "./model.ts";
 import { qwen2 } from "./qwen2.ts";
 import { qwen3 } from "./qwen3.ts";
+import { qwen3_5_moe_text } from "./qwen3_5_moe_text.ts";
+import { qwen3_5_text } from "./qwen3_5_text.ts";
+import { qwen3_moe } from "./qwen3_moe.ts";
+import { qwen3_next } from "./qwen3_next.ts";
 
-const ARCHS: Record<string, Architecture<any, any>> = { llama, qwen2, qwen3 };
+const ARCHS: Record<string, Architecture<any, any>> = {
+  llama,
+  qwen2,
+  qwen3,
+  qwen3_moe,
+  qwen3_next,
+  qwen3_5_text,
+  qwen3_5_moe_text,
+  lfm2,
+  gemma3_text,
+};
 
 export const SUPPORTED_MODEL_TYPES: string[] = Object.keys(ARCHS);
 

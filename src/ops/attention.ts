@@ -39,6 +39,21 @@ interface Common {
   pageSize: number;
   maxPages: number;
   scale: number;
+  /**
+   * Sliding window (HF Gemma3 `sliding_window`): position p attends keys j with p − window < j ≤ p. 0 or
+   * absent: full causal (the kernels compiled without the WINDOW define, as before).
+   */
+  window?: number;
+}
+
+/** The WINDOW define and its param (nothing for full causal attention). */
+function slidingWindow(op: string, w: number | undefined): {
+  defines: Record<string, number>;
+  params: Record<string, number>;
+} {
+  // Below 2^31, so that j + window stays in u32 for any position the cache can hold.
+  check(w === undefined || (Number.isInteger(w) && w >= 0 && w < 2 ** 31), op, `window ${w}`);
+  return w ? { defines: { WINDOW: 1 }, params: { window: w } } : { defines: {}, params: {} };
 }
 
 /** RoPE inputs of the fused decode path (see rope.ts: same meaning). */
@@ -68,7 +83,10 @@ export interface DecodeAttentionArgs extends Common {
   maxSplit: number;
 }
 
-/** Attention of decode rows over the paged cache, split along the keys, then the splits combined. */
+/**
+ * Attention of decode rows over the paged cache, split along the keys, then the splits combined. With
+ * `window`, splits wholly before a row's window return at once and the combine skips them.
+ */
 export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): Promise<void> {
   const G = a.nq / a.nkv;
   check(Number.isInteger(G), "attentionDecode", `nq=${a.nq} is not a multiple of nkv=${a.nkv}`);
@@ -130,6 +148,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
     return wg;
   };
   const q8 = kv8(a);
+  const win = slidingWindow("attentionDecode", a.window);
   const variant = async (
     fused: boolean,
     minLen: number,
@@ -158,6 +177,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
         ...(keys4 ? { FOUR_KEYS_PER_STEP: 1 } : {}),
         KV_ACCESS: fused ? "read_write" : "read",
         ...q8.defines,
+        ...win.defines,
       },
       overrides: {
         HD: a.hd,
@@ -181,6 +201,7 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
         max_len: maxLen,
         long_len: long,
         ...(fused ? { rot: rp!.rot, eps: rp!.eps, mscale: rp!.mscale } : {}),
+        ...win.params,
       },
       grid: (s) => [a.D, a.nkv * blocks, z(s.maxKvLen, s.minKvLen ?? 0)],
     });
@@ -212,10 +233,14 @@ export async function attentionDecode(ctx: OpContext, a: DecodeAttentionArgs): P
   const combineWg = Math.max(Math.min(p.combineWorkgroupSize, info.maxInvocations), a.hd / 4);
   await record(
     ctx,
-    { file: "attention_combine.wgsl", overrides: { HD: a.hd, SPLIT: split, WG: combineWg } },
+    {
+      file: "attention_combine.wgsl",
+      defines: win.defines,
+      overrides: { HD: a.hd, SPLIT: split, WG: combineWg },
+    },
     {
       buffers: { rows: a.rows, opart: a.opart, ml: a.ml, out: a.out },
-      params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit, long_len: long },
+      params: { row0: a.row0, nq: a.nq, max_split: a.maxSplit, long_len: long, ...win.params },
       // Not needed while every row fits in one split (attention_decode then writes `out` itself).
       grid: (s) => (s.maxKvLen > split ? [a.D, a.nq, 1] : [0, 0, 0]),
     },
@@ -228,7 +253,8 @@ export interface PrefillAttentionArgs extends Common {
 }
 
 /**
- * Causal attention of one prefill segment: the quad kernel (`attention_prefill_quad.wgsl`: four query
+ * Causal attention of one prefill segment (with `window`: key tiles wholly before the first row's window
+ * are skipped, keys outside each row's masked): the quad kernel (`attention_prefill_quad.wgsl`: four query
  * vectors per group of hd/16 lanes) for head dims 128 and 64 on f16 P·V with subgroups, else the two-vector
  * kernel (`attention_prefill.wgsl`). Tiles are loaded once per key tile into workgroup memory: the f16
  * cache's words as they are, the q8 cache's K codes as they are under integer q·k, everything else as f32.
@@ -250,6 +276,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   // f16 P·V (the V tile as f16 values, q8: rounded) summed per eight keys wherever the K tile is not f32.
   const f16PV = info.f16 && (int8QK || f16Tiles);
   const q8 = kv8(a);
+  const win = slidingWindow("attentionPrefill", a.window);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   // The quad kernel needs subgroups of whole hd/16-lane groups and tiles of at least eight keys.
   const tile = int8QK ? (f16PV ? "qk8h" : "qk8") : f16Tiles ? "packed" : "f32";
@@ -281,6 +308,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ...(f16PV ? { F16_PV: 1 } : {}),
       ...(int8QK ? { INT8_QK: 1, K_CODE_VEC4S: a.hd / 16, K_SCALES: a.hd / 32 } : {}),
       ...q8.defines,
+      ...win.defines,
       ...(quad
         ? { ...(a.hd === 128 ? { HEAD_DIM_128: 1 } : {}), ...(f16Tiles && p.f16QK ? { F16_QK: 1 } : {}) }
         : {}),
@@ -304,6 +332,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
       ps: a.pageSize,
       max_pages: a.maxPages,
       scale: a.scale,
+      ...win.params,
     },
     grid: [Math.ceil(a.S / t.BQ), a.nkv, 1],
   });

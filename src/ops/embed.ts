@@ -13,6 +13,8 @@ export interface EmbedArgs {
   /** Residual (R, hidden) f32. */
   x: GPUBuffer;
   R: number;
+  /** Multiplies every embedding (default 1). */
+  scale?: number;
 }
 
 export async function embed(ctx: OpContext, a: EmbedArgs): Promise<void> {
@@ -28,7 +30,7 @@ export async function embed(ctx: OpContext, a: EmbedArgs): Promise<void> {
     if (s.biases) buffers.biases = s.biases;
     await record(ctx, { file: "embed.wgsl", defines, overrides: { ...overrides, WG } }, {
       buffers,
-      params: { R: a.R, H, row_lo: s.n0, row_hi: s.n0 + s.n },
+      params: { R: a.R, H, row_lo: s.n0, row_hi: s.n0 + s.n, scale: a.scale ?? 1 },
       grid: [a.R, Math.ceil(H / WG), 1],
     });
   }

@@ -48,3 +48,27 @@ export function formatVariant(f: WeightFormat, kernel: "vec" | "tiled" | "embed"
 export function bitsPerWeight(f: WeightFormat): number {
   return f.kind === "q" ? f.bits + 32 / f.groupSize : 16;
 }
+
+/** Experts [e0, e0 + count) of a stack, in one buffer (a stack over the binding limit splits by expert). */
+export interface ExpertShard {
+  e0: number;
+  count: number;
+  w: GPUBuffer;
+  scales?: GPUBuffer;
+  biases?: GPUBuffer;
+}
+
+/**
+ * One projection of every expert of an MoE layer, stacked: expert e's W [N, K] is rows (e − e0)·N .. +N − 1
+ * of its shard, each row encoded as a dense Linear's row (`format`).
+ */
+export interface ExpertLinear {
+  name: string;
+  /** Experts in the stack. */
+  E: number;
+  /** Rows per expert (gate|up stacks: 2·intermediate, gate rows first). */
+  N: number;
+  K: number;
+  format: WeightFormat;
+  shards: ExpertShard[];
+}

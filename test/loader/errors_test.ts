@@ -44,7 +44,20 @@ describe("bad model folders name the file and the field", () => {
     const e = await loadError(await variant("qwen3", (d) => editConfig(d, (c) => (c.model_type = "mamba"))));
     expect(e).toBeInstanceOf(UnsupportedModelError);
     expect(e.message).toMatch(
-      /config\.json: model_type: unsupported model_type "mamba"; supported: llama, qwen2, qwen3/,
+      new RegExp(
+        'config\\.json: model_type: unsupported model_type "mamba"; supported: llama, qwen2, qwen3, ' +
+          "qwen3_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, lfm2, gemma3_text",
+      ),
+    );
+  });
+
+  test("an unsupported layer type in layer_types lists the supported ones", async () => {
+    const e = await loadError(
+      await variant("qwen3_next", (d) => editConfig(d, (c) => (c.layer_types[1] = "mamba"))),
+    );
+    expect(e).toBeInstanceOf(LoaderError);
+    expect(e.message).toMatch(
+      /config\.json: layer_types: layer type "mamba" is not supported \(supported: linear_attention, full_attention\)/,
     );
   });
   test("a missing config field", async () => {

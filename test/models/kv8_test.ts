@@ -1,6 +1,7 @@
 /**
  * The 8-bit KV cache (`kvCache: "q8"`) end to end, on the f16 path:
- *  - every dense fixture's logits (all 37 positions) against HF's float32 reference. Tolerance 0.25 (logits
+ *  - every dense fixture's logits (all 37 positions) against HF's float32 reference, and those of the MoE and
+ *    hybrid fixtures (only their attention layers keep a cache). Tolerance 0.25 (logits
  *    span about ±5): the f16 cache rounds K/V to 2^-11 relative and meets 2e-2; int8 codes round to 1/254 of
  *    each 32-value block's max, about 8× coarser, and these random-weight models measure 0.08–0.15. A wrong
  *    scale, block or layout moves logits by O(1);
@@ -13,10 +14,21 @@ import { Engine } from "../../src/engine/engine.ts";
 import { Scheduler } from "../../src/engine/scheduler.ts";
 import { ValidationError } from "../../src/errors.ts";
 import { Gpu } from "../../src/gpu/device.ts";
+import { keepsKv } from "../../src/models/model.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../../src/platform/deno.ts";
 import { FIXTURES, readGolden, worstLogit } from "../util/fixtures.ts";
 
-const FIXTURE_NAMES = ["llama", "llama3-rope-scaled", "qwen2", "qwen3", "qwen3-mlx-4bit"];
+const FIXTURE_NAMES = [
+  "llama",
+  "llama3-rope-scaled",
+  "qwen2",
+  "qwen3",
+  "qwen3-mlx-4bit",
+  "qwen3_moe",
+  "qwen3_next",
+  "lfm2",
+  "gemma3_text",
+];
 const TOL = 0.25;
 
 let gpu: Gpu | null = null;
@@ -42,7 +54,10 @@ describe("8-bit KV cache", () => {
         engine.config.dims.vocab,
       );
       expect(worst, where).toBeLessThan(TOL);
-      expect(engine.kv.scales?.length).toBe(engine.config.dims.layers);
+      // One scale buffer per layer that keeps a cache (hybrids: their attention layers alone).
+      expect(engine.kv.scales?.length).toBe(engine.kv.shape.layers);
+      const attention = engine.config.layers?.filter(keepsKv).length ?? engine.config.dims.layers;
+      expect(engine.kv.shape.layers).toBe(attention);
       expect(engine.gpu.takeErrors()).toEqual([]);
     });
   }

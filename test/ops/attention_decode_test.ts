@@ -10,6 +10,8 @@
  *    longer rows take rope.wgsl and the plain kernel instead (profile `fusedRopeMaxKeys`, four keys per step
  *    off); four keys per step (`fourKeysPerStep`, f16 and q8 caches where subgroups cover a key group)
  *    against the two-key loop, and 512-key splits past `longRowKeys`;
+ *  - sliding windows of 8 and 5 keys, plain and with RoPE fused, in one split and over 16-key splits (the
+ *    ones before the window skipped by both kernels), four and two keys per step;
  *  - without subgroups (workgroup-memory reductions): decode with RoPE fused and plain, f16 and q8 caches.
  * Prefill is in attention_prefill_test.ts, the 8-bit cache in attention_q8_test.ts.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref|; the same for q8 (the kernels
@@ -207,6 +209,20 @@ for (const path of ["f16", "f32"] as const) {
             rope: 1,
             rot: 128,
           }, 15);
+        }
+      }),
+    );
+    test(
+      "decode, sliding window 8 and 5 over up to 70 keys: one split; 16-key splits (those before the " +
+        "window skipped) with four and two keys per step; RoPE fused",
+      on(path, async (gpu) => {
+        const plain = { D: 3, nq: 6, nkv: 2, hd: 64, ps: 7, len: 70, row0: 1, window: 8 };
+        const roped = { D: 3, nq: 8, nkv: 2, hd: 128, ps: 16, len: 45, rope: 1, rot: 128, window: 5 };
+        await expectCase(gpu, attentionDecodeCase, plain, 22);
+        for (const fourKeysPerStep of [true, false]) {
+          const g = decode(gpu, { keysPerSplit: 16, fourKeysPerStep });
+          await expectCase(g, attentionDecodeCase, plain, 22);
+          await expectCase(g, attentionDecodeCase, roped, 23);
         }
       }),
     );

@@ -5,7 +5,8 @@
  * segment of one row; the two-vector kernel's bits do not depend on the key-tile size (head dims 128, 64, 16,
  * 8: f16 tiles with P·V summed in f16 per eight keys, or f32 tiles, four keys per step); q8 with integer q·k
  * (`qk8`): the V tile in f16 with P·V summed in f16 per eight keys on f16, in f32 otherwise, over 1.6k keys
- * too, bit-identical across tile sizes; the f16 cache's checks hold over 1.6k keys too, in both kernels.
+ * too, bit-identical across tile sizes; the f16 cache's checks hold over 1.6k keys too, in both kernels;
+ * sliding windows of 8 and 5 keys in both kernels, with tiles before the window skipped (the same bits).
  * Decode is in attention_decode_test.ts, the 8-bit cache's other tests in attention_q8_test.ts.
  * Tolerance: f32 |d| ≤ 2e-6 + 1e-4·|ref|; f16 |d| ≤ 5e-4 + 2e-3·|ref| (prefill rounds q·scale to f16) plus
  * 10·2^-11 of each output's softmax-weighted mean |v| (its P·V summed in f16 per eight keys: the first-order
@@ -145,6 +146,33 @@ for (const path of ["f16", "f32"] as const) {
             ps: 16,
             row0: 0,
           }, 44);
+        }
+      }),
+    );
+    test(
+      "prefill, sliding window 8 and 5 over 67 and 49 keys: both kernels, 64- and 16-key tiles (tiles " +
+        "before the window skipped); the skip leaves the bits unchanged",
+      on(path, async (gpu) => {
+        // Two workgroups of 32 positions in the second shape (hd 128, G 4): the later one starts at tile 32.
+        const shapes = [
+          { S: 30, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, window: 8 },
+          { S: 40, p0: 9, nq: 8, nkv: 2, hd: 128, ps: 7, row0: 1, window: 5 },
+        ];
+        const small = { keysPerTile: 16, keysPerTileQuad: 16 };
+        for (const shape of shapes) {
+          // f16: the quad kernel (64- and 16-key tiles), then the two-vector one; f32: the two-vector one.
+          for (const g of [gpu, prefill(gpu, small), prefill(gpu, { ...small, quad: false })]) {
+            await expectCase(g, attentionPrefillCase, shape, 71);
+          }
+          for (const quad of [true, false]) {
+            const base = await outputsOf(prefill(gpu, { quad }), attentionPrefillCase, shape, 71);
+            const got = await outputsOf(prefill(gpu, { ...small, quad }), attentionPrefillCase, shape, 71);
+            expectBitwise(
+              got.out,
+              base.out,
+              `prefill ${JSON.stringify(shape)} quad ${quad}: 16- vs 64-key tiles`,
+            );
+          }
         }
       }),
     );

@@ -4,7 +4,8 @@
  * shuffled: decode (GQA 1/3/4, several splits, odd lengths, head dims 64/32/128; four keys per step and
  * eight dims per lane, 64-key splits, 512-key splits past longRowKeys), decode with RoPE fused (the new K/V
  * quantized as they are written; the whole pool compared), rows that take rope.wgsl + the plain kernel,
- * prefill (several tiles, GQA, head dims 64/128, one row). (Page sizes ≥ 9 where a 512-key split may be
+ * prefill (several tiles, GQA, head dims 64/128, one row), sliding windows (decode and prefill, with and
+ * without qk8). (Page sizes ≥ 9 where a 512-key split may be
  * taken: it spans at most 64 pages.) Without subgroups: attention_decode_test.ts; prefill with qk8 across
  * tile sizes: attention_prefill_test.ts.
  * Tolerance: as f16/f32 caches (attention_decode_test.ts, attention_prefill_test.ts): the kernels dequantize
@@ -17,7 +18,7 @@ import { describe, test } from "vitest";
 import type { DecodeAttentionProfile } from "../../src/gpu/profile.ts";
 import { attentionDecodeCase } from "../../src/lab/cases/attention_decode.ts";
 import { attentionPrefillCase } from "../../src/lab/cases/attention_prefill.ts";
-import { decode } from "../util/attention.ts";
+import { decode, prefill } from "../util/attention.ts";
 import { devices, expectCase } from "../util/lab.ts";
 
 const { on } = devices();
@@ -168,6 +169,52 @@ for (const path of ["f16", "f32"] as const) {
           }, 53);
         } finally {
           gpu.info.maxStorageBuffers = limit;
+        }
+      }),
+    );
+    test(
+      "q8 cache, sliding window 8 and 5: decode over 16-key splits (RoPE fused too); prefill with and " +
+        "without qk8 over 16-key tiles, both kernels",
+      on(path, async (gpu) => {
+        const g = decode(gpu, { keysPerSplit: 16 });
+        await expectCase(g, attentionDecodeCase, {
+          D: 3,
+          nq: 6,
+          nkv: 2,
+          hd: 64,
+          ps: 9,
+          len: 70,
+          window: 8,
+          kv8: 1,
+        }, 54);
+        await expectCase(g, attentionDecodeCase, {
+          D: 2,
+          nq: 8,
+          nkv: 2,
+          hd: 128,
+          ps: 16,
+          len: 45,
+          rope: 1,
+          rot: 128,
+          window: 5,
+          kv8: 1,
+        }, 55);
+        const small = { keysPerTile: 16, keysPerTileInt8QK: 16, keysPerTileQuad: 16 };
+        for (const p of [small, { ...small, quad: false }]) {
+          for (const qk8 of [1, 0]) {
+            await expectCase(prefill(gpu, p), attentionPrefillCase, {
+              S: 40,
+              p0: 9,
+              nq: 8,
+              nkv: 2,
+              hd: 128,
+              ps: 7,
+              row0: 1,
+              kv8: 1,
+              qk8,
+              window: qk8 ? 5 : 8,
+            }, 56);
+          }
         }
       }),
     );

@@ -39,6 +39,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         await expectCase(gpu, embedCase, { w: "f16", H: 321, R: 9, V: 257, shards: 2 }, 1);
         await expectCase(gpu, embedCase, { w: "bf16", H: 75, R: 9, V: 131, shards: 2 }, 2);
+        await expectCase(gpu, embedCase, { w: "bf16", H: 75, R: 9, V: 131, shards: 1, mul: 8 }, 5);
         await expectCase(gpu, embedCase, { w: "bf16", H: 1, R: 5, V: 67, shards: 1 }, 3);
       }),
     );

@@ -7,6 +7,7 @@
 //   F16_PV        with F16_TILES or INT8_QK: the V tile as f16 values (q8: rounded), P·V summed in f16
 //   F16_QK        quad kernel, F16_TILES: the K tile as f16 values too, q·k on f16 fused multiply-adds
 //   LANE_VEC4S    vec4s of a head per lane (2, 4 or 8); LANE_16_DIMS / LANE_32_DIMS: at least 4 / 8 of them
+//   WINDOW        sliding window: position pos sees keys j with pos − params.window < j ≤ pos (seen())
 
 override HD: u32 = 128;
 override G: u32 = 1;
@@ -27,6 +28,9 @@ struct Params {
   ps: u32,         // page size (tokens)
   max_pages: u32,  // page-table row length
   scale: f32,      // softmax scale
+#ifdef WINDOW
+  window: u32,     // sliding window (keys per position, its own included), ≥ 1
+#endif
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -70,6 +74,24 @@ fn ld4(e: u32) -> vec4<f32> {
   return vec4<f32>(f32(kv[e]), f32(kv[e + 1u]), f32(kv[e + 2u]), f32(kv[e + 3u]));
 #endif
 }
+#endif
+
+// Which keys j a position sees (causal; WINDOW: and pos − j < window), the first key tile a workgroup whose
+// first position is `pos` walks, and the running max a query vector starts from. WINDOW: the walk starts at
+// the tile (a multiple of BK, so keys are grouped alike) holding that position's first key. Groups wholly
+// masked can then come before any seen key: the max starts above the masked score −3e38 so that they weigh
+// e^(−2e38) = 0, not e^0 (whose sum a later rescale would drop, unless an f16 P·V partial overflowed), and
+// the state stays exactly zero: the bits do not depend on the tile size. (Causal alone: key 0 is seen first.)
+#ifdef WINDOW
+fn seen(j: vec4<u32>, pos: u32) -> vec4<bool> {
+  return j <= vec4<u32>(pos) & j + vec4<u32>(params.window) > vec4<u32>(pos);
+}
+fn first_tile(pos: u32) -> u32 { return (pos + 1u - min(pos + 1u, params.window)) / BK * BK; }
+const M0: f32 = -1.0e38;
+#else
+fn seen(j: vec4<u32>, pos: u32) -> vec4<bool> { return j <= vec4<u32>(pos); }
+fn first_tile(pos: u32) -> u32 { return 0u; }
+const M0: f32 = -3.0e38;
 #endif
 
 // Element offset of key j's row in kv head h of the sequence whose page-table row starts at prow.

@@ -28,6 +28,8 @@ export interface AttentionInputs extends CaseInputs {
   q: Float64Array;
   pool: Pool;
   out0: Float64Array;
+  /** Sliding window (keys per query, its own included; the `window` shape key); 0: full causal. */
+  window: number;
   /** Decode with `rope`: q is computed in the kernel from this raw QKV projection (src/lab/ref/rope.ts). */
   rope?: {
     qkv: Float64Array;
@@ -121,7 +123,8 @@ export function reference(i: AttentionInputs, qkv = roped(i), absOut?: Float64Ar
     absOut,
     qkF16: !!i.shape.hqk && !i.pool.q8 && i.act === "f16",
   };
-  const macs = i.which.reduce((a, r) => a + (i.rows[r].pos + 1) * nq * pool.hd * 2, 0);
+  const keys = (r: number) => Math.min(i.rows[r].pos + 1, i.window || Infinity);
+  const macs = i.which.reduce((a, r) => a + keys(r) * nq * pool.hd * 2, 0);
   if (macs <= FULL_CHECK_MACS) return attentionRef({ ...pool, ...r });
   // First, last and evenly spaced rows (the last is the longest in prefill).
   const n = Math.max(2, Math.floor((i.which.length * FULL_CHECK_MACS) / macs));
@@ -154,4 +157,10 @@ export const HEAD_KEYS = {
   hd: "head dim",
   ps: "KV page size (tokens)",
   kv8: "1: 8-bit KV cache (q8 codes + f32 scale per block, src/lab/ref/kv8.ts); 0: act cache",
+  window: "sliding window: keys j with pos − window < j ≤ pos (Gemma 3's local layers); 0: full causal",
 };
+
+/** The `window` shape key (0: full causal). */
+export function windowOf(shape: Record<string, number | string>): number {
+  return int(shape, "window", 0);
+}

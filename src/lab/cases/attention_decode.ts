@@ -13,12 +13,22 @@ import { actBytesOf, encodeAct, roundAct } from "../ref/half.ts";
 import { ropeInvFreq } from "../ref/rope.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
 import { kv8Of, kvBytes, randomPool, readKv, uploadKv } from "./paged.ts";
-import { type AttentionInputs, HEAD_KEYS, heads, queries, reference, roped, tolerance } from "./attention.ts";
+import {
+  type AttentionInputs,
+  HEAD_KEYS,
+  heads,
+  queries,
+  reference,
+  roped,
+  tolerance,
+  windowOf,
+} from "./attention.ts";
 
 export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   files: ["attention_decode.wgsl", "attention_combine.wgsl"],
   summary: "decode attention over the paged cache, split along keys (256 per split) then combined; " +
-    "rope 1: RoPE, Q/K norm and the new K/V write fused in (the engine's decode path)",
+    "rope 1: RoPE, Q/K norm and the new K/V write fused in (the engine's decode path); " +
+    "window: a sliding window",
   // Qwen3-4B: 32 q / 8 kv heads, head_dim 128, q/k norm, theta 1e6; four sequences, the longest 4096 tokens.
   defaults: {
     D: 4,
@@ -34,6 +44,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     mscale: 1,
     theta: 1e6,
     kv8: 0,
+    window: 0,
   },
   small: {
     D: 3,
@@ -49,6 +60,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
     mscale: 1.13,
     theta: 10000,
     kv8: 0,
+    window: 0,
   },
   keys: {
     D: "decode rows (one sequence each)",
@@ -98,6 +110,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
       rope,
+      window: windowOf(shape),
     };
   },
   async bind(gpu, i) {
@@ -138,6 +151,7 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
       pageSize: pool.ps,
       maxPages: pool.maxPages,
       scale: i.scale,
+      window: i.window,
       maxSplit,
       opart: set.scratch("opart", R * i.nq * maxSplit * pool.hd * 4),
       ml: set.scratch("ml", R * i.nq * maxSplit * 8),
@@ -163,10 +177,11 @@ export const attentionDecodeCase: KernelCase<AttentionInputs> = {
   },
   tolerance: (s, act) => tolerance(act, kv8Of(s)),
   cost(shape, act) {
-    // Every row's K and V once (the first row at `len`, the others on average len/2), q and out.
+    // Every row's K and V once (the first row at `len`, the others on average len/2; at most `window`), q
+    // and out.
     const { nq, nkv, hd } = heads(shape);
-    const D = Number(shape.D), len = Number(shape.len);
-    const keys = len + (D - 1) * (len + 1) / 2;
+    const D = Number(shape.D), len = Number(shape.len), W = Number(shape.window ?? 0) || Infinity;
+    const keys = Math.min(len, W) + (D - 1) * Math.min((len + 1) / 2, W);
     const splits = D * Math.ceil(len / TUNED.decodeAttention.keysPerSplit);
     return {
       bytes: keys * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + D * nq * hd * (actBytesOf(act) + 4) +

@@ -21,14 +21,42 @@ import {
   roped,
   spread,
   tolerance,
+  windowOf,
 } from "./attention.ts";
 
 export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   files: ["attention_prefill.wgsl", "attention_prefill_quad.wgsl"],
-  summary: "causal attention for a prefill segment (flash attention over the paged cache)",
+  summary: "causal attention for a prefill segment (flash attention over the paged cache), " +
+    "optionally in a sliding window",
   // Qwen3-4B, the second 512-token chunk of a prompt.
-  defaults: { S: 512, p0: 512, nq: 32, nkv: 8, hd: 128, ps: 16, row0: 0, kv8: 0, qk8: 0, hqk: 0, qspread: 0 },
-  small: { S: 45, p0: 37, nq: 6, nkv: 2, hd: 64, ps: 16, row0: 2, kv8: 0, qk8: 0, hqk: 0, qspread: 0 },
+  defaults: {
+    S: 512,
+    p0: 512,
+    nq: 32,
+    nkv: 8,
+    hd: 128,
+    ps: 16,
+    row0: 0,
+    kv8: 0,
+    qk8: 0,
+    hqk: 0,
+    qspread: 0,
+    window: 0,
+  },
+  small: {
+    S: 45,
+    p0: 37,
+    nq: 6,
+    nkv: 2,
+    hd: 64,
+    ps: 16,
+    row0: 2,
+    kv8: 0,
+    qk8: 0,
+    hqk: 0,
+    qspread: 0,
+    window: 0,
+  },
   keys: {
     S: "segment rows (consecutive positions of one sequence)",
     p0: "position of the first segment row (KV before it is cached)",
@@ -69,6 +97,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       q: spread(queries(rng, R * nq * hd, env.act), nq, hd, int(shape, "qspread", 0), env.act),
       pool,
       out0: Float64Array.from({ length: R * nq * hd }, () => Math.fround(rng.signed(1))),
+      window: windowOf(shape),
     };
   },
   async bind(gpu, i) {
@@ -96,6 +125,7 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
       pageSize: pool.ps,
       maxPages: pool.maxPages,
       scale: i.scale,
+      window: i.window,
     });
     const maxLen = i.rows[i.rows.length - 1].pos + 1;
     return seal(
@@ -115,8 +145,10 @@ export const attentionPrefillCase: KernelCase<AttentionInputs> = {
   tolerance: (_s, act) => tolerance(act),
   cost(shape, act) {
     const { nq, nkv, hd } = heads(shape);
-    const S = Number(shape.S), p0 = Number(shape.p0);
-    const keys = S * p0 + (S * (S + 1)) / 2; // (query, key) pairs
+    const S = Number(shape.S), p0 = Number(shape.p0), W = Number(shape.window ?? 0) || Infinity;
+    // (query, key) pairs: position p0 + i sees min(p0 + i + 1, W) keys.
+    let keys = 0;
+    for (let i = 0; i < S; i++) keys += Math.min(p0 + i + 1, W);
     // The K/V of the longest row, at least once (tiles re-read it; this is the floor).
     return {
       bytes: (p0 + S) * 2 * nkv * hd * kvBytes(act, kv8Of(shape), hd) + S * nq * hd * (actBytesOf(act) + 4),

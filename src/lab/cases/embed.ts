@@ -32,8 +32,8 @@ export const embedCase: KernelCase<EmbedInputs> = {
   files: ["embed.wgsl"],
   summary: "x[r, :] = dequant(table[token_r, :]) into the f32 residual; one dispatch per table shard",
   // Qwen3-4B: vocab 151936, hidden 2560 (4-bit: over a 128 MiB binding, so it shards there).
-  defaults: { R: 16, V: 151936, H: 2560, w: "q4g64", scale: "bf16", shards: 1 },
-  small: { R: 7, V: 1031, H: 320, w: "q4g64", scale: "bf16", shards: 3 },
+  defaults: { R: 16, V: 151936, H: 2560, w: "q4g64", scale: "bf16", shards: 1, mul: 1 },
+  small: { R: 7, V: 1031, H: 320, w: "q4g64", scale: "bf16", shards: 3, mul: 1 },
   keys: {
     R: "step rows (tokens gathered)",
     V: "vocabulary (table rows)",
@@ -41,6 +41,7 @@ export const embedCase: KernelCase<EmbedInputs> = {
     w: "table format: q<bits>g<group>, f16 or bf16",
     scale: "scale/bias dtype of a quantized table",
     shards: "minimum row shards of the table",
+    mul: "factor on every embedding (Gemma: √hidden)",
   },
   make(shape, rng, env) {
     const R = int(shape, "R"), V = int(shape, "V"), H = int(shape, "H");
@@ -68,7 +69,7 @@ export const embedCase: KernelCase<EmbedInputs> = {
     const table = uploadLinear(set, "table", i.format, i.V, i.H, i.shards);
     const x = set.upload("x", Float32Array.from(i.x0));
     const ctx = set.context();
-    await embed(ctx, { rows, table, x, R: i.R });
+    await embed(ctx, { rows, table, x, R: i.R, scale: Number(i.shape.mul ?? 1) });
     return seal(set, ctx, { maxKvLen: 1 }, async () => ({ x: await readF32(gpu, x, i.R * i.H) }));
   },
   check: (got, i) =>
@@ -79,6 +80,7 @@ export const embedCase: KernelCase<EmbedInputs> = {
         format: i.format,
         shards: i.shards,
         x0: i.x0,
+        scale: Number(i.shape.mul ?? 1),
       }),
     }, tolerance(i.shape)),
   tolerance: (shape) => tolerance(shape),

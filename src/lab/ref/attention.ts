@@ -3,6 +3,8 @@
  * [j·G, (j+1)·G)). Decode (attention_decode + attention_combine) and prefill (attention_prefill) compute
  * the same function of (q, cache, pos); they differ only in which rows they take:
  *   out[r, qh, :] = Σ_{j ≤ pos_r} softmax_j(scale · q[r, qh]·K[slot_r, j, qh/G]) · V[slot_r, j, qh/G]
+ * With a sliding window W the sum (and the softmax) runs over pos_r − W < j ≤ pos_r only (HF Gemma3's
+ * `sliding_window`: key j is visible iff pos_r − j < W).
  * Rows not in `which` keep their values from `out0`.
  * @module
  */
@@ -29,6 +31,8 @@ export interface AttentionRef extends PagedKv {
    * chains summed (f32 there: its rounding is left out).
    */
   qkF16?: boolean;
+  /** Sliding window (keys per query, its own included); 0 or absent: full causal. */
+  window?: number;
 }
 
 /** q·k as F16_QK sums it: chains of eight f16 fused multiply-adds over q16 (q·scale rounded to f16). */
@@ -49,6 +53,8 @@ export function attentionRef(a: AttentionRef): Float64Array {
   for (const r of a.which) {
     const row = a.rows[r];
     const len = row.pos + 1;
+    // Keys before j0 lie outside the window: not in the softmax at all.
+    const j0 = a.window ? Math.max(0, len - a.window) : 0;
     const s = new Float64Array(len);
     for (let qh = 0; qh < nq; qh++) {
       const h = Math.floor(qh / G);
@@ -58,7 +64,7 @@ export function attentionRef(a: AttentionRef): Float64Array {
       const q16 = a.qkF16
         ? a.q.slice(qb, qb + hd).map((x) => roundHalf(Math.fround(x * a.scale), "f16"))
         : null;
-      for (let j = 0; j < len; j++) {
+      for (let j = j0; j < len; j++) {
         const kb = kvOffset(a, row.slot, j, 0, h);
         if (q16) s[j] = dotF16(q16, a.kv, kb);
         else {
@@ -69,10 +75,10 @@ export function attentionRef(a: AttentionRef): Float64Array {
         if (s[j] > mx) mx = s[j];
       }
       let l = 0;
-      for (let j = 0; j < len; j++) l += s[j] = Math.exp(s[j] - mx);
+      for (let j = j0; j < len; j++) l += s[j] = Math.exp(s[j] - mx);
       const o = new Float64Array(hd);
       const oa = a.absOut ? new Float64Array(hd) : null;
-      for (let j = 0; j < len; j++) {
+      for (let j = j0; j < len; j++) {
         const vb = kvOffset(a, row.slot, j, 1, h);
         for (let d = 0; d < hd; d++) o[d] += s[j] * a.kv[vb + d];
         if (oa) { for (let d = 0; d < hd; d++) oa[d] += s[j] * Math.abs(a.kv[vb + d]); }

@@ -13,6 +13,8 @@ export function embedRef(a: {
   shards: { n0: number; n: number; packed: PackedWeights }[];
   /** (R, H) f32 before the kernel: rows whose token no shard holds keep these values. */
   x0: Float64Array;
+  /** Multiplies every embedding (default 1). */
+  scale?: number;
 }): Float64Array {
   const x = Float64Array.from(a.x0);
   const row = new Float64Array(a.H);
@@ -21,7 +23,7 @@ export function embedRef(a: {
     const s = a.shards.find((s) => t >= s.n0 && t < s.n0 + s.n);
     if (!s) continue;
     dequantRow(a.format, s.packed, t - s.n0, a.H, row);
-    x.set(row, r * a.H);
+    x.set(row.map((v) => v * (a.scale ?? 1)), r * a.H);
   }
   return x;
 }

@@ -1,0 +1,290 @@
+/**
+ * Lab cases of the recurrent token mixers through src/ops/recurrent.ts: `causal_conv.wgsl` (`causalConv`,
+ * the Qwen3-Next form and the LFM2 gated form) and `gated_delta.wgsl` (`gatedDelta`). A step holds D decode
+ * units (even ones continue a sequence from a random state, odd ones start at pos 0), a segment continuing
+ * from a random state, and a segment starting at pos 0; `split` records the continuing segment as three
+ * segments (5, 1, rest) in successive dispatches. Every slot starts random (a new sequence must ignore
+ * its slot) and the whole state pool is compared, including a slot no unit owns.
+ * @module
+ */
+import { ShapeError } from "../../errors.ts";
+import { causalConv, gatedDelta, type Units } from "../../ops/recurrent.ts";
+import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
+import type { Tolerance } from "../compare.ts";
+import { BufferSet, readF32, seal } from "../harness.ts";
+import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
+import { encodeRows, type Row } from "../ref/paged.ts";
+import { causalConvRef, gatedDeltaRef } from "../ref/recurrent.ts";
+import type { Rng } from "../rng.ts";
+
+const STEP_KEYS = {
+  D: "decode units (one row each; even ones continue a sequence, odd ones start at pos 0)",
+  S: "rows of the segment continuing a sequence from a random state (≥ 7 with split)",
+  S0: "rows of the segment starting at pos 0",
+  split: "1: the continuing segment as segments of 5, 1 and the rest, in successive dispatches",
+};
+
+export interface Step {
+  rows: Row[];
+  units: Units;
+  /** Slots in the state pool: one per unit plus one no unit owns. */
+  slots: number;
+}
+
+/** The step's rows and units; its draws do not depend on `split`, so split and whole runs share inputs. */
+export function makeStep(shape: Shape, rng: Rng): Step {
+  const D = int(shape, "D", 0), S = int(shape, "S", 0), S0 = int(shape, "S0", 0);
+  const split = int(shape, "split", 0) === 1;
+  if (split && S < 7) throw new ShapeError(`recurrent step: split needs S ≥ 7, got ${S}`);
+  const slots = D + 3;
+  const slot = rng.permutation(slots);
+  const rows: Row[] = Array.from({ length: D }, (_, r) => ({
+    token: rng.int(0, 1000),
+    pos: r % 2 ? 0 : rng.int(1, 300),
+    slot: slot[r],
+    kind: 1,
+  }));
+  const p0 = rng.int(1, 500);
+  for (let i = 0; i < S; i++) rows.push({ token: rng.int(0, 1000), pos: p0 + i, slot: slot[D], kind: 0 });
+  for (let i = 0; i < S0; i++) rows.push({ token: rng.int(0, 1000), pos: i, slot: slot[D + 1], kind: 0 });
+  const a = split ? [{ row0: D, len: 5 }, { row0: D + 5, len: 1 }, { row0: D + 6, len: S - 6 }] : [
+    { row0: D, len: S },
+  ];
+  return { rows, units: { decode: D, segments: [...a, { row0: D + S, len: S0 }] }, slots };
+}
+
+const f32s = (n: number, f: () => number) => Float64Array.from({ length: n }, () => Math.fround(f()));
+
+// ---- causal_conv.wgsl ----
+
+export interface CausalConvInputs extends CaseInputs, Step {
+  C: number;
+  KC: number;
+  lds: number;
+  cols: { x: number; inGate?: number; outGate?: number };
+  fn: "silu" | "none";
+  /** (R, lds) act. */
+  src: Float64Array;
+  /** (C, KC) f32. */
+  weight: Float64Array;
+  /** (slots, KC−1, C) f32. */
+  state0: Float64Array;
+  /** (R, C) f32 before the kernel. */
+  y0: Float64Array;
+}
+
+/**
+ * Inputs are exact on both paths (act src, f32 weights and state): y is an f32 sum of KC products of O(1)
+ * values (+ silu, + the gate product), a few ulp of Σ|w·u| ≤ ~3. The state holds inputs: exact, or the
+ * one rounding of the gate product x·B in f32 (f16 halves multiply exactly).
+ */
+function convTol(_act: ActDtype): Record<string, Tolerance> {
+  return { y: { atol: 1e-6, rtol: 2e-6 }, state: { atol: 0, rtol: 1.2e-7 } };
+}
+
+export const causalConvCase: KernelCase<CausalConvInputs> = {
+  files: ["causal_conv.wgsl"],
+  summary: "causal depthwise conv1d over each sequence's rows with a rolling state (optional gates, silu)",
+  // Qwen3-Next: conv over [q | k | v], 2·16·128 + 32·128 channels, width 4.
+  defaults: { C: 8192, KC: 4, gated: 0, fn: "silu", x: 0, D: 8, S: 512, S0: 64, split: 0 },
+  small: { C: 37, KC: 4, gated: 0, fn: "silu", x: 3, D: 2, S: 23, S0: 9, split: 0 },
+  keys: {
+    C: "channels",
+    KC: "kernel width (2..8)",
+    gated: "1: LFM2 form, src = [B | C | x] (3C): u = B·x, y = C·conv(u)",
+    fn: "activation: silu | none",
+    x: "(not gated) src column of channel 0 (src rows are x + C + 2 wide)",
+    ...STEP_KEYS,
+  },
+  make(shape, rng, env) {
+    const C = int(shape, "C"), KC = int(shape, "KC", 2);
+    const step = makeStep(shape, rng);
+    const gated = int(shape, "gated", 0) === 1;
+    const lds = gated ? 3 * C : int(shape, "x", 0) + C + 2;
+    const cols = gated ? { x: 2 * C, inGate: 0, outGate: C } : { x: int(shape, "x", 0) };
+    const R = step.rows.length;
+    return {
+      shape,
+      act: env.act,
+      ...step,
+      C,
+      KC,
+      lds,
+      cols,
+      fn: oneOf(shape, "fn", ["silu", "none"] as const),
+      src: Float64Array.from({ length: R * lds }, () => roundAct(rng.signed(2), env.act)),
+      weight: f32s(C * KC, () => rng.signed(0.6)),
+      state0: f32s(step.slots * (KC - 1) * C, () => rng.signed(2)),
+      y0: f32s(R * C, () => rng.signed(1)),
+    };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const state = set.upload("state", Float32Array.from(i.state0), { mutable: true });
+    const y = set.upload("y", Float32Array.from(i.y0), { mutable: true });
+    const ctx = set.context();
+    await causalConv(ctx, {
+      src: set.upload("src", encodeAct(i.src, i.act)),
+      lds: i.lds,
+      C: i.C,
+      KC: i.KC,
+      cols: i.cols,
+      weight: set.upload("weight", Float32Array.from(i.weight)),
+      state,
+      y,
+      act: i.fn,
+      rows: set.upload("rows", encodeRows(i.rows)),
+      units: i.units,
+    });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({
+      y: await readF32(gpu, y, i.y0.length),
+      state: await readF32(gpu, state, i.state0.length),
+    }));
+  },
+  check: (got, i) => compareAll(got, causalConvRef(i), convTol(i.act)),
+  tolerance: (_s, act) => convTol(act),
+  cost(shape, act) {
+    const C = Number(shape.C), KC = Number(shape.KC);
+    const R = Number(shape.D) + Number(shape.S) + Number(shape.S0);
+    const units = Number(shape.D) + 2;
+    const reads = shape.gated ? 3 : 1;
+    return {
+      bytes: R * C * (reads * actBytesOf(act) + 4) + C * KC * 4 + 2 * units * (KC - 1) * C * 4,
+      flops: R * C * 2 * KC,
+    };
+  },
+};
+
+// ---- gated_delta.wgsl ----
+
+export interface GatedDeltaInputs extends CaseInputs, Step {
+  nk: number;
+  nv: number;
+  dk: number;
+  dv: number;
+  /** (R, 2·nk·dk + nv·dv) f32: [q | k | v]. */
+  conv: Float64Array;
+  /** (R, lds) act: [pad 3 | z (nv·dv) | b (nv) | a (nv) | pad 2]. */
+  src: Float64Array;
+  lds: number;
+  zOff: number;
+  bOff: number;
+  aOff: number;
+  aLog: Float64Array;
+  dtBias: Float64Array;
+  norm: Float64Array;
+  eps: number;
+  /** (slots, nv, dk, dv) f32. */
+  state0: Float64Array;
+  /** (R, nv·dv) f32 before the kernel. */
+  out0: Float64Array;
+}
+
+/**
+ * Both paths read exact inputs (f32 conv, act z/a/b) and compute alike in f32. The state takes ~30 serial
+ * updates of f32 dot products over dk (|S| ~ 1); out is o over its RMS, so o's rounding relative to
+ * rms(o) reaches it, times norm·silu(z) ≤ 1.5·4.
+ */
+function deltaTol(_act: ActDtype): Record<string, Tolerance> {
+  return { out: { atol: 2e-5, rtol: 1e-4 }, state: { atol: 2e-6, rtol: 2e-5 } };
+}
+
+export const gatedDeltaCase: KernelCase<GatedDeltaInputs> = {
+  files: ["gated_delta.wgsl"],
+  summary: "gated delta rule (recurrent, per sequence) + gated RMSNorm, Qwen3-Next linear attention",
+  // Qwen3-Next-80B-A3B linear attention: 16 key / 32 value heads of 128.
+  defaults: { nk: 16, nv: 32, dk: 128, dv: 128, D: 8, S: 256, S0: 32, split: 0 },
+  small: { nk: 2, nv: 4, dk: 16, dv: 16, D: 2, S: 23, S0: 9, split: 0 },
+  keys: {
+    nk: "key heads",
+    nv: "value heads (a multiple of nk)",
+    dk: "key head dim",
+    dv: "value head dim",
+    ...STEP_KEYS,
+  },
+  make(shape, rng, env) {
+    const nk = int(shape, "nk"), nv = int(shape, "nv"), dk = int(shape, "dk"), dv = int(shape, "dv");
+    const step = makeStep(shape, rng);
+    const R = step.rows.length;
+    const width = 2 * nk * dk + nv * dv;
+    // Rows of q/k at different scales: the l2 norms must remove them.
+    const conv = new Float64Array(R * width);
+    for (let r = 0; r < R; r++) {
+      const amp = 2 ** rng.int(-3, 3);
+      for (let e = 0; e < width; e++) {
+        conv[r * width + e] = Math.fround(rng.signed(e < 2 * nk * dk ? amp : 1));
+      }
+    }
+    const zOff = 3, bOff = zOff + nv * dv, aOff = bOff + nv, lds = aOff + nv + 2;
+    // a over ±3 with dtBias in (−6, −2) and e^aLog in (0.5, 8): g from about −1e-4 (slow) to −10 (wiped).
+    const src = Float64Array.from({ length: R * lds }, (_, e) => {
+      const c = e % lds;
+      return roundAct(rng.signed(c >= zOff && c < aOff ? 4 : 3), env.act);
+    });
+    return {
+      shape,
+      act: env.act,
+      ...step,
+      nk,
+      nv,
+      dk,
+      dv,
+      conv,
+      src,
+      lds,
+      zOff,
+      bOff,
+      aOff,
+      aLog: f32s(nv, () => Math.log(rng.range(0.5, 8))),
+      dtBias: f32s(nv, () => rng.range(-6, -2)),
+      norm: f32s(dv, () => rng.range(0.5, 1.5)),
+      eps: Math.fround(1e-6),
+      state0: f32s(step.slots * nv * dk * dv, () => rng.signed(0.5)),
+      out0: f32s(R * nv * dv, () => rng.signed(1)),
+    };
+  },
+  async bind(gpu, i) {
+    const set = new BufferSet(gpu);
+    const state = set.upload("state", Float32Array.from(i.state0), { mutable: true });
+    const out = set.upload("out", Float32Array.from(i.out0), { mutable: true });
+    const ctx = set.context();
+    const { lds, zOff, bOff, aOff, eps, nk, nv, dk, dv, units } = i;
+    await gatedDelta(ctx, {
+      lds,
+      zOff,
+      bOff,
+      aOff,
+      eps,
+      nk,
+      nv,
+      dk,
+      dv,
+      units,
+      conv: set.upload("conv", Float32Array.from(i.conv)),
+      src: set.upload("src", encodeAct(i.src, i.act)),
+      aLog: set.upload("a_log", Float32Array.from(i.aLog)),
+      dtBias: set.upload("dt_bias", Float32Array.from(i.dtBias)),
+      norm: set.upload("norm", Float32Array.from(i.norm)),
+      state,
+      out,
+      rows: set.upload("rows", encodeRows(i.rows)),
+    });
+    return seal(set, ctx, { maxKvLen: 1 }, async () => ({
+      out: await readF32(gpu, out, i.out0.length),
+      state: await readF32(gpu, state, i.state0.length),
+    }));
+  },
+  check: (got, i) => compareAll(got, gatedDeltaRef(i), deltaTol(i.act)),
+  tolerance: (_s, act) => deltaTol(act),
+  cost(shape, act) {
+    const nk = Number(shape.nk), nv = Number(shape.nv), dk = Number(shape.dk), dv = Number(shape.dv);
+    const R = Number(shape.D) + Number(shape.S) + Number(shape.S0);
+    const units = Number(shape.D) + 2;
+    // Each unit reads and writes its heads' state once; rows read q, k, v, z and write out.
+    return {
+      bytes: 2 * units * nv * dk * dv * 4 +
+        R * ((2 * nk * dk + nv * dv) * 4 + nv * dv * (actBytesOf(act) + 4)),
+      flops: R * nv * dk * dv * 7,
+    };
+  },
+};

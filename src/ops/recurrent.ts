@@ -1,0 +1,169 @@
+/**
+ * Host wrappers of the recurrent token mixers: the causal depthwise conv1d with a rolling per-sequence state
+ * (`causal_conv.wgsl`: Qwen3-Next / Qwen3.5 gated DeltaNet, LFM2 short conv) and the gated delta rule with
+ * its gated RMSNorm (`gated_delta.wgsl`). Both run per unit (one sequence's consecutive rows): one dispatch
+ * for the step's decode rows (each its own unit of one row) and one per prefill segment. A unit whose first
+ * row has pos 0 starts from a zero state; otherwise it reads the state at that row's slot, and it writes the
+ * state back after its last row, so chunked prefill and token-by-token decode give the one-pass result
+ * (bitwise: a token's arithmetic does not depend on how the rows were split into units).
+ * @module
+ */
+import { check, type OpContext, record } from "./context.ts";
+
+/** The sequences of a step: D decode rows (rows 0..D−1, one unit each), then prefill segments. */
+export interface Units {
+  decode: number;
+  segments: readonly { row0: number; len: number }[];
+}
+
+/** One dispatch per unit group: `count` units of `len` rows from `row0`. */
+function unitGroups(u: Units): { row0: number; len: number; count: number }[] {
+  const g = u.decode > 0 ? [{ row0: 0, len: 1, count: u.decode }] : [];
+  for (const s of u.segments) if (s.len > 0) g.push({ row0: s.row0, len: s.len, count: 1 });
+  return g;
+}
+
+function nextPow2(n: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+}
+
+export interface CausalConvArgs {
+  /** (R, lds) act, or f32 with `srcF32`. */
+  src: GPUBuffer;
+  lds: number;
+  srcF32?: boolean;
+  /** Channels. */
+  C: number;
+  /** Kernel width (2..8): the weight's columns. */
+  KC: number;
+  /** src columns of channel 0: the input x, and optional input/output gates (LFM2: B and C). */
+  cols: { x: number; inGate?: number; outGate?: number };
+  /** (C, KC) f32, HF conv1d.weight [C, 1, KC] squeezed: weight[c, KC−1] multiplies the current token. */
+  weight: GPUBuffer;
+  /** (slots, KC−1, C) f32: the last KC−1 conv inputs of each sequence, oldest first. */
+  state: GPUBuffer;
+  /** (R, C) f32. */
+  y: GPUBuffer;
+  act: "silu" | "none";
+  /** (R) step rows: pos and slot of each unit's first row. */
+  rows: GPUBuffer;
+  units: Units;
+}
+
+/**
+ * y[t, c] = act(Σ_i weight[c, i] · u[t − (KC−1) + i, c]) · (outGate ? src[t, outGate + c] : 1), with
+ * u[t, c] = src[t, x + c] · (inGate ? src[t, inGate + c] : 1) and inputs before a unit from its state.
+ *
+ * @example Qwen3-Next: `causalConv(ctx, { src: qkv, lds: C, C, KC: 4, cols: { x: 0 }, act: "silu", ... })`;
+ * LFM2 (in_proj output [B | C | x]): `cols: { x: 2 * H, inGate: 0, outGate: H }, act: "none", KC: 3`.
+ */
+export async function causalConv(ctx: OpContext, a: CausalConvArgs): Promise<void> {
+  const { C, KC, cols } = a;
+  check(Number.isInteger(KC) && KC >= 2 && KC <= 8, "causalConv", `KC=${KC} (2..8)`);
+  const last = Math.max(cols.x, cols.inGate ?? 0, cols.outGate ?? 0) + C;
+  check(C >= 1 && last <= a.lds, "causalConv", `C=${C} cols=${JSON.stringify(cols)} lds=${a.lds}`);
+  const WG = 256;
+  const defines = {
+    KC,
+    ...(a.act === "silu" ? { SILU: 1 } : {}),
+    ...(cols.inGate !== undefined ? { IN_GATE: 1 } : {}),
+    ...(cols.outGate !== undefined ? { OUT_GATE: 1 } : {}),
+    ...(a.srcF32 ? { SRC_F32: 1 } : {}),
+  };
+  const spec = { file: "causal_conv.wgsl", defines, overrides: { WG } };
+  for (const g of unitGroups(a.units)) {
+    // Long units get several lanes per channel (each a contiguous run of tokens); a row takes one lane.
+    const tl = Math.min(8, 2 ** Math.floor(Math.log2(Math.max(1, Math.floor(g.len / 4)))));
+    await record(ctx, spec, {
+      buffers: { rows: a.rows, src: a.src, weight: a.weight, state: a.state, y: a.y },
+      params: {
+        row0: g.row0,
+        len: g.len,
+        C,
+        lds: a.lds,
+        x: cols.x,
+        in_gate: cols.inGate ?? 0,
+        out_gate: cols.outGate ?? 0,
+        tl,
+      },
+      grid: [Math.ceil(C / (WG / tl)), g.count, 1],
+    });
+  }
+}
+
+export interface GatedDeltaArgs {
+  /** (R, 2·nk·dk + nv·dv) f32: [q | k | v] after the conv, heads contiguous. */
+  conv: GPUBuffer;
+  /** (R, lds) act (f32 with `srcF32`): z at zOff + h·dv + j, b at bOff + h, a at aOff + h. */
+  src: GPUBuffer;
+  lds: number;
+  srcF32?: boolean;
+  zOff: number;
+  bOff: number;
+  aOff: number;
+  /** (nv) f32 each. */
+  aLog: GPUBuffer;
+  dtBias: GPUBuffer;
+  /** (dv) f32, the gated RMSNorm weight (plain, not 1 + w). */
+  norm: GPUBuffer;
+  eps: number;
+  /** (slots, nv, dk, dv) f32. */
+  state: GPUBuffer;
+  /** (R, nv·dv) f32. */
+  out: GPUBuffer;
+  nk: number;
+  nv: number;
+  dk: number;
+  dv: number;
+  /** (R) step rows: pos and slot of each unit's first row. */
+  rows: GPUBuffer;
+  units: Units;
+}
+
+/**
+ * The gated delta rule over each unit's tokens in order (value head h reads key head h / (nv/nk)), then
+ * out = o · rsqrt(mean(o²) + eps) · norm · silu(z) per row and head. Math: the header of gated_delta.wgsl.
+ */
+export async function gatedDelta(ctx: OpContext, a: GatedDeltaArgs): Promise<void> {
+  const { nk, nv, dk, dv } = a;
+  check(nk >= 1 && nv % nk === 0, "gatedDelta", `nv=${nv} is not a multiple of nk=${nk}`);
+  check(dk >= 1 && dk <= 256 && dv >= 1 && dv <= 256, "gatedDelta", `dk=${dk} dv=${dv} (1..256)`);
+  const last = Math.max(a.zOff + nv * dv, a.bOff + nv, a.aOff + nv);
+  check(last <= a.lds, "gatedDelta", `z/b/a columns end at ${last} > lds=${a.lds}`);
+  // A workgroup holds the whole head (≤ 256 lanes): dv padded to a power of two, the rest split dk.
+  const DVP = Math.max(8, nextPow2(dv));
+  const P = Math.min(8, 256 / DVP, 2 ** Math.floor(Math.log2(dk)));
+  const spec = {
+    file: "gated_delta.wgsl",
+    defines: { DK: dk, P, ...(a.srcF32 ? { SRC_F32: 1 } : {}) },
+    overrides: { WG: P * DVP, DVP, TS: 8 },
+  };
+  for (const g of unitGroups(a.units)) {
+    await record(ctx, spec, {
+      buffers: {
+        rows: a.rows,
+        conv: a.conv,
+        src: a.src,
+        a_log: a.aLog,
+        dt_bias: a.dtBias,
+        norm: a.norm,
+        state: a.state,
+        out: a.out,
+      },
+      params: {
+        row0: g.row0,
+        len: g.len,
+        nk,
+        nv,
+        dv,
+        lds: a.lds,
+        z_off: a.zOff,
+        b_off: a.bOff,
+        a_off: a.aOff,
+        scale: 1 / Math.sqrt(dk),
+        eps: a.eps,
+      },
+      grid: [g.count, nv, 1],
+    });
+  }
+}
