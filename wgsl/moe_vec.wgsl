@@ -33,6 +33,8 @@
 // sums its lanes in a fixed order: shuffles (TEAM_SUBGROUP) or a workgroup-memory tree. A pair's arithmetic
 // is the same whichever block slot it takes and however full the block is (batch invariance), and the
 // same under COMBINE (for the same T).
+// Params, bindings and the pieces shared with moe_vec_x8.wgsl (team rows, pair blocks, stores, COMBINE's
+// load and sum): lib/moe_vec.wgsl.
 #include "lib/common.wgsl"
 #include "lib/moe.wgsl"
 
@@ -46,60 +48,12 @@ const UV: u32 = 16u;
 #else
 const UV: u32 = 8u;
 #endif
-#ifdef GATE_UP
-const CT: u32 = 2u;      // output columns per team
-#else
-const CT: u32 = 4u;
-#endif
 
 #ifdef COMBINE
 override CB: u32 = 8;    // columns per workgroup: a multiple of CT, at most WG
-const MAXK: u32 = 16u;   // experts per row at most (MOE_MAX_K)
-
-struct Params {
-  row0: u32,   // first row
-  k: u32,      // pairs per row
-  K: u32,      // reduction length (elements, a multiple of 32 and of GS)
-  N: u32,      // stack rows per expert = columns of the residual
-}
-#else
-struct Params {
-  P0: u32,     // first pair (row0·k)
-  pairs: u32,  // pairs (M·k)
-  K: u32,      // reduction length (elements, a multiple of 32 and of GS)
-  N: u32,      // stack rows per expert (GATE_UP: 2I)
-  cols: u32,   // output columns per pair (GATE_UP: I, else N) = row stride of y
-  e0: u32,     // first expert of this shard
-  count: u32,  // experts in this shard
-  kdiv: u32,   // pairs per x row (GATE_UP: k; else 1)
-#ifdef NORM
-  eps: f32,    // RMSNorm epsilon
 #endif
-}
-#endif
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
-#ifdef QUANT
-@group(0) @binding(3) var<storage, read> scales: array<u32>;
-@group(0) @binding(4) var<storage, read> biases: array<u32>;
-#endif
-@group(0) @binding(5) var<storage, read> ids: array<u32>;
-#ifdef COMBINE
-@group(0) @binding(6) var<storage, read_write> xr: array<f32>;
-@group(0) @binding(7) var<storage, read> weights: array<f32>;
-#ifdef SHARED
-@group(0) @binding(8) var<storage, read> sy: array<f32>;
-@group(0) @binding(9) var<storage, read> gate: array<f32>;
-#endif
-var<workgroup> ys: array<f32, MAXK * CB>;   // [pair j][column]: the row's k products of the columns
-var<workgroup> wk: array<f32, MAXK>;        // the row's routing weights
-#else
-@group(0) @binding(6) var<storage, read_write> y: array<f32>;
-#endif
-#ifdef NORM
-@group(0) @binding(10) var<storage, read> gamma: array<vec4<f32>>;
-#endif
+// After the overrides its declarations use (T, WG, CB).
+#include "lib/moe_vec.wgsl"
 
 #ifndef TEAM_SUBGROUP
 var<workgroup> tred: array<vec4<f32>, WG>;
@@ -238,64 +192,24 @@ fn norm_factors(ss: vec4<f32>) -> vec4<f32> {
 }
 #endif
 
-// Pair p's outputs of team tid (the team's 4 row sums in acc; f: the row's norm factor under NORM).
-fn store_pair(p: u32, tid: u32, lane: u32, acc: vec4<f32>, f: f32) {
-  let cols = params.cols;
-  for (var c = lane; c < CT; c += T) {
-    let n = tid * CT + c;
-    if (n < cols) {
-#ifdef NORM
-      y[p * cols + n] = silu(acc[c] * f) * (acc[2u + c] * f);
-#elif GATE_UP
-      y[p * cols + n] = silu(acc[c]) * acc[2u + c];
-#else
-      y[p * cols + n] = acc[c];
-#endif
-    }
-  }
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let P0 = params.P0;
-  let pairs = params.pairs;
   let q0 = wid.y;
-  let e = ids[P0 + q0];
+  let e = ids[params.P0 + q0];
   // ids is read-only, so values read at uniform indices are uniform: the exits and the row blocks below
   // are the same for the whole workgroup, and the barriers stay legal.
-  if (e < params.e0 || e >= params.e0 + params.count) { return; }
-  // The workgroup of an expert's first pair serves all its pairs (weights read once per block of 4).
-  for (var q = 0u; q < q0; q++) {
-    if (ids[P0 + q] == e) { return; }
-  }
+  if (!serves(e, q0)) { return; }
   let team = lid / T;
   let lane = lid % T;
   let tid = wid.x * (WG / T) + team;
-  let base = (e - params.e0) * params.N;
-  let cols = params.cols;
-  // Rows clamped in range: computed, never written.
-#ifdef GATE_UP
-  let j0 = min(tid * 2u, cols - 1u);
-  let j1 = min(tid * 2u + 1u, cols - 1u);
-  let rows = vec4<u32>(base + j0, base + j1, base + cols + j0, base + cols + j1);
-#else
-  let rows = vec4<u32>(base) + min(vec4<u32>(tid * 4u) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(cols - 1u));
-#endif
+  let rows = team_rows(tid, (e - params.e0) * params.N);
   let upr = params.K / UV;   // units per row
   var q = q0;
   loop {
-    // The next block: up to 4 pairs of expert e (slots past n repeat the first: computed, never written).
-    var blk = vec4<u32>(0u);
-    var n = 0u;
-    while (q < pairs && n < 4u) {
-      if (ids[P0 + q] == e) {
-        blk[n] = P0 + q;
-        n++;
-      }
-      q++;
-    }
+    let b = next_block(e, &q);
+    let blk = b.p;
+    let n = b.n;
     if (n == 0u) { break; }
-    for (var j = n; j < 4u; j++) { blk[j] = blk[0]; }
     let xb = (blk / vec4<u32>(params.kdiv)) * (params.K / 4u);
     // Row by row, the same code whatever n is: a pair's bits never depend on the other pairs.
     var a0 = vec4<f32>(0.0);
@@ -334,29 +248,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wid.y;
   let k = params.k;
-  let N = params.N;
   let team = lid / T;
   let lane = lid % T;
   let groups = CB / CT;       // column groups per workgroup
   let items = k * groups;     // (pair j, column group), j-major
   let upr = params.K / UV;    // units per row
   let n0 = wid.x * CB;
-  // What the sum adds to, loaded before the products (lane lid < CB sums column n0 + lid; CB ≤ WG).
-  let xi = r * N + min(n0 + lid, N - 1u);
-  let xv = xr[xi];
-#ifdef SHARED
-  let sv = sy[xi] / (1.0 + exp(-gate[r]));
-#endif
-  if (lid < k) { wk[lid] = weights[r * k + lid]; }
+  let res = combine_load(r, n0, lid);
   // Uniform trip count (the tree's barriers); teams past the last item redo it and store nothing.
   for (var i0 = 0u; i0 < items; i0 += WG / T) {
     let i = min(i0 + team, items - 1u);
     let j = i / groups;
     let g = i % groups;
     let p = r * k + j;
-    // Columns clamped in range: computed, never stored.
-    let rows = vec4<u32>(ids[p] * N) + min(vec4<u32>(n0 + g * CT) + vec4<u32>(0u, 1u, 2u, 3u),
-                                             vec4<u32>(N - 1u));
+    let rows = item_rows(p, n0 + g * CT);
     let xb = p * (params.K / 4u);
     // The per-pair code above for one pair in slot 0: the bits of its y.
     var a0 = vec4<f32>(0.0);
@@ -373,14 +278,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
   workgroupBarrier();
-  // moe_combine.wgsl's sum, term for term.
-  if (lid < CB && n0 + lid < N) {
-    var acc = 0.0;
-    for (var j = 0u; j < k; j++) { acc += wk[j] * ys[j * CB + lid]; }
-#ifdef SHARED
-    acc += sv;
-#endif
-    xr[xi] = xv + acc;
-  }
+  combine_store(res, n0, lid);
 }
 #endif

@@ -92,6 +92,11 @@ export interface MoeProfile {
   /** Lanes per team of the gate|up and down kernels (0: chosen from K, about 4 weight units a lane). */
   gateUpLanes: number;
   downLanes: number;
+  /**
+   * 4-bit experts on int8 x (`moe_vec_x8.wgsl`: x quantized per 32 values as the dense int8-x kernels do,
+   * integer dot products); needs dot4I8Packed and fixed-size subgroups.
+   */
+  int8X: boolean;
 }
 
 export interface KernelProfile {
@@ -119,7 +124,7 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     vectorInt8: { enabled: true, workgroupSize: 256, wideWorkgroupSize: 128, wideN: 4096, maxK: 8192 },
     tiled: { wideN: 4096, int8: true, wideTileMinWorkgroups: 256, splitK: 2, splitKMaxRows: 4096 },
   },
-  moe: { gateUpLanes: 0, downLanes: 0 },
+  moe: { gateUpLanes: 0, downLanes: 0, int8X: true },
   decodeAttention: {
     keysPerSplit: 256,
     workgroupSize: 128,
@@ -150,6 +155,7 @@ export function defaultProfile(info: GpuInfo): KernelProfile {
   const int8 = info.int8Dot && info.subgroups && sub >= 4 && sub === info.subgroupMaxSize;
   t.matmul.vectorInt8.enabled &&= int8;
   t.matmul.tiled.int8 &&= int8;
+  t.moe.int8X &&= int8;
   t.decodeAttention.fourKeysPerStep &&= info.subgroups;
   t.decodeAttention.combineWorkgroupSize = Math.min(
     t.decodeAttention.combineWorkgroupSize,

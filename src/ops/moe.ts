@@ -1,7 +1,8 @@
 /**
  * Host wrappers of the mixture-of-experts kernels: the router (`moe_route.wgsl`), the grouping of a prefill
  * step's pairs by expert (`moe_group.wgsl`), the expert matmuls for decode-like rows (`moe_vec.wgsl`: each
- * pair reads only its own expert's weights) and for prefill rows (`moe_tiled.wgsl`: tiles of one expert's
+ * pair reads only its own expert's weights; 4-bit experts on int8 x, `moe_vec_x8.wgsl`, where the profile's
+ * `moe.int8X` and the device allow) and for prefill rows (`moe_tiled.wgsl`: tiles of one expert's
  * pairs), and the weighted combine into the residual (`moe_combine.wgsl`).
  *
  * Rows are absolute step rows; row r routes to k experts, pair p = r·k + j. Buffers of pairs are sized
@@ -29,7 +30,7 @@ import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { ExpertLinear, WeightFormat } from "./linear.ts";
-import { combineShape, vecShape } from "./moe_vec.ts";
+import { combineShape, moeUsesInt8X, vecKernel, vecShape, X8_COMBINE_COLS, X8_WG } from "./moe_vec.ts";
 
 /** Most experts the router and the grouping take (their workgroup arrays). */
 export const MOE_MAX_EXPERTS = 512;
@@ -277,20 +278,20 @@ async function expertMatmul(
     if (a.mode === "vec") {
       check(pairs <= 65535, op, `${w.name}: vector mode takes at most 65535 pairs (M·k=${pairs})`);
       const v = vecShape(ctx.gpu, w.format, w.K, a.lanes);
-      const perWg = (v.WG / v.T) * (io.gateUp ? 2 : 4);
-      await record(ctx, {
-        file: "moe_vec.wgsl",
-        defines: {
-          ...defines,
-          ...(v.shuffles ? { TEAM_SUBGROUP: 1 } : {}),
-          ...(io.norm ? { NORM: 1 } : {}),
+      // 4-bit experts on int8 x where the device allows (down: rows for its COMBINE too, see moeUsesInt8X).
+      const x8 = moeUsesInt8X(ctx.gpu, w.format, w.K, io.gateUp ? 4 : Math.max(4, k));
+      const WG = x8 ? X8_WG : v.WG;
+      const perWg = (WG / v.T) * (io.gateUp ? 2 : 4);
+      const kdefs = { ...defines, ...(io.norm ? { NORM: 1 } : {}) };
+      await record(
+        ctx,
+        vecKernel(ctx.gpu, w.format, w.K, { ...v, WG }, kdefs, x8 ? 4 : 0),
+        {
+          buffers: { ...buffers, ids: a.ids, ...(io.norm ? { gamma: io.norm.weight } : {}) },
+          params: { ...params, P0: a.row0 * k, pairs, ...(io.norm ? { eps: io.norm.eps } : {}) },
+          grid: [Math.ceil(cols / perWg), pairs, 1],
         },
-        overrides: { ...overrides, WG: v.WG, T: v.T },
-      }, {
-        buffers: { ...buffers, ids: a.ids, ...(io.norm ? { gamma: io.norm.weight } : {}) },
-        params: { ...params, P0: a.row0 * k, pairs, ...(io.norm ? { eps: io.norm.eps } : {}) },
-        grid: [Math.ceil(cols / perWg), pairs, 1],
-      });
+      );
     } else {
       const g = a.groups;
       check(!!g, op, `${w.name}: tiled mode needs the groups from moeGroup`);
@@ -345,24 +346,26 @@ async function downCombine(
   );
   const s = w.shards[0];
   const v = vecShape(ctx.gpu, w.format, w.K, a.lanes);
-  const { WG, CB } = combineShape(k, v.T, w.N);
+  // The int8-x path as moeDown into y takes it (the same pair bits), quantizing the row's k pairs once.
+  const x8 = moeUsesInt8X(ctx.gpu, w.format, w.K, Math.max(4, k));
+  const { WG, CB } = x8 ? { WG: X8_WG, CB: X8_COMBINE_COLS } : combineShape(k, v.T, w.N);
   check(Math.ceil(w.N / CB) <= 65535, op, `${w.name}: N=${w.N} needs more than 65535 workgroups`);
   const buffers: Record<string, BufferResource> = { x: a.h, w: s.w, ids: a.ids, xr: c.x, weights: c.weights };
   if (s.scales) buffers.scales = s.scales;
   if (s.biases) buffers.biases = s.biases;
   if (c.shared) Object.assign(buffers, { sy: c.shared.y, gate: c.shared.gate });
-  await record(ctx, {
-    file: "moe_vec.wgsl",
-    defines: {
-      ...formatDefines(w.format, w.K, op, w.name),
-      COMBINE: 1,
-      ...(c.shared ? { SHARED: 1 } : {}),
-      ...(v.shuffles ? { TEAM_SUBGROUP: 1 } : {}),
+  const defines = {
+    ...formatDefines(w.format, w.K, op, w.name),
+    COMBINE: 1,
+    ...(c.shared ? { SHARED: 1 } : {}),
+  };
+  await record(
+    ctx,
+    vecKernel(ctx.gpu, w.format, w.K, { ...v, WG }, defines, x8 ? k : 0, { CB }),
+    {
+      buffers,
+      params: { row0: a.row0, k, K: w.K, N: w.N },
+      grid: [Math.ceil(w.N / CB), M, 1],
     },
-    overrides: { ...(w.format.kind === "q" ? { GS: w.format.groupSize } : {}), WG, T: v.T, CB },
-  }, {
-    buffers,
-    params: { row0: a.row0, k, K: w.K, N: w.N },
-    grid: [Math.ceil(w.N / CB), M, 1],
-  });
+  );
 }

@@ -1,9 +1,11 @@
 /**
  * Vector-mode shapes of the expert matmuls (`moe_vec.wgsl`, recorded by src/ops/moe.ts): the team of lanes
- * per (pair, columns) and, for `moeDown` with `combine`, the workgroup and its column block.
+ * per (pair, columns) and, for `moeDown` with `combine`, the workgroup and its column block; and the choice
+ * of the int8-x kernel for 4-bit experts (`moe_vec_x8.wgsl`) with its defines.
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
+import type { Defines } from "../gpu/preprocess.ts";
 import { check } from "./context.ts";
 import type { WeightFormat } from "./linear.ts";
 
@@ -49,4 +51,63 @@ export function combineShape(k: number, T: number, N: number): { WG: number; CB:
   const room = (g: number) => g * per <= COMBINE_MAX_WG && 4 * g <= COMBINE_MAX_WG;
   while ((G * per < 128 || (G * per) % 32 !== 0) && room(2 * G) && 4 * G < N) G *= 2;
   return { WG: Math.max(G * per, 4 * G), CB: 4 * G };
+}
+
+/** Lanes per workgroup of `moe_vec_x8.wgsl`. */
+export const X8_WG = 128;
+/** Columns per workgroup of `moe_vec_x8.wgsl` under COMBINE (each quantizes the row's k pair rows once). */
+export const X8_COMBINE_COLS = 16;
+
+/**
+ * Whether the vector-mode expert matmuls of this stack take int8 x (`moe_vec_x8.wgsl`): 4-bit weights with K
+ * a multiple of 32 and of the group, the profile's `moe.int8X`, dot4I8Packed and fixed-size subgroups, and
+ * `rows` rows of int8 x in workgroup memory: 4 for gate_up, max(4, k) for down (its COMBINE quantizes the
+ * row's k pair rows), so down into y and down with the combine take the same path. It depends on the stack,
+ * k and the device only, never on the rows.
+ */
+export function moeUsesInt8X(
+  gpu: Pick<Gpu, "info" | "profile">,
+  f: WeightFormat,
+  K: number,
+  rows: number,
+): boolean {
+  const info = gpu.info;
+  if (!gpu.profile.moe.int8X || f.kind !== "q" || f.bits !== 4 || K % 32 !== 0 || K % f.groupSize !== 0) {
+    return false;
+  }
+  const sub = info.subgroupMinSize;
+  if (!info.int8Dot || !info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
+  // Int8 x and (sx, Σx) per chunk; NORM's partial Σx² per (slot, subgroup); COMBINE's products and weights.
+  const bytes = rows * K + rows * (K / 32) * 8 + 16 * Math.ceil(X8_WG / sub) +
+    4 * (16 * X8_COMBINE_COLS + 16);
+  return bytes <= info.maxWorkgroupStorage;
+}
+
+/**
+ * The kernel of a vector-mode expert matmul for teams of v.T lanes in workgroups of v.WG: `moe_vec_x8.wgsl`
+ * with `x8Rows` rows of int8 x (> 0), else `moe_vec.wgsl`; `defines` holds the format's and the op's.
+ */
+export function vecKernel(
+  gpu: Pick<Gpu, "info">,
+  f: WeightFormat,
+  K: number,
+  v: { T: number; WG: number; shuffles: boolean },
+  defines: Defines,
+  x8Rows: number,
+  more: Record<string, number> = {},
+): { file: string; defines: Defines; overrides: Record<string, number> } {
+  const gs: Record<string, number> = f.kind === "q" ? { GS: f.groupSize } : {};
+  const overrides = { ...gs, WG: v.WG, T: v.T, ...more };
+  if (x8Rows <= 0) {
+    return {
+      file: "moe_vec.wgsl",
+      defines: { ...defines, ...(v.shuffles ? { TEAM_SUBGROUP: 1 } : {}) },
+      overrides,
+    };
+  }
+  return {
+    file: "moe_vec_x8.wgsl",
+    defines: { ...defines, INT8_X_VEC4S: K / 16, X8_ROWS: x8Rows },
+    overrides: { ...overrides, SGS: gpu.info.subgroupMinSize },
+  };
 }

@@ -14,7 +14,12 @@
  * one workgroup); both batch-invariant (bitwise), both on the workgroup-memory reduction too; the wrappers
  * refuse them where they cannot run (tiled mode, a sharded stack). The router and the combine alone are in
  * moe_test.ts.
- * Tolerances (src/lab/cases/moe_matmul.ts), the same on both paths (x, h, y are f32 everywhere):
+ * 4-bit experts in vector mode run both on int8 x (moe_vec_x8.wgsl, shape key x8 = 1, the default where the
+ * device allows it) and on f32 x (x8 = 0, moe_vec.wgsl): every test above of a 4-bit format, fused or not,
+ * bitwise combine and batch invariance included; the profile's choice of kernel; rows of 1024 and 2048.
+ * Tolerances (src/lab/cases/moe_matmul.ts), the same on both activation paths (x, h, y are f32 everywhere)
+ * and on int8 x (its reference quantizes x as the kernel does: quantizeX8 of src/lab/ref/matmul.ts, the
+ * normalised rows under the norm; the integer dots are exact, the rest is f32 arithmetic as on f32 x):
  *   gate_up:  |d| ≤ 4e-7·√K + 2e-6 + 3e-5·|ref| (f32 accumulation, then silu·up)
  *             with the norm: atol × 4 (normalised rows · gamma are about twice as large)
  *   down:     |d| ≤ 2e-7·√K + 1e-6 + 1e-5·|ref| (f32 accumulation)
@@ -28,9 +33,11 @@ import { moeGroupRef } from "../../src/lab/ref/moe.ts";
 import { Rng } from "../../src/lab/rng.ts";
 import { ShapeError } from "../../src/errors.ts";
 import { moeDownCanCombine, moeTileRows } from "../../src/ops/moe.ts";
+import { defaultProfile } from "../../src/gpu/profile.ts";
+import type { Shape } from "../../src/lab/case.ts";
 import type { ExpertLinear } from "../../src/ops/linear.ts";
 import { devices, expectBitwise, expectCase } from "../util/lab.ts";
-import { FORMATS, opShape, outputsOf } from "../util/moe.ts";
+import { alone, FORMATS, FUSED, kernelsOf, opShape, outputsOf, x8s } from "../util/moe.ts";
 
 const { on } = devices();
 
@@ -49,8 +56,10 @@ for (const path of ["f16", "f32"] as const) {
           on(path, async (gpu) => {
             for (const [n, f] of FORMATS.entries()) {
               for (const r of shapes) {
-                const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, ...r, row0: 2 };
-                await expectCase(gpu, c, s, n + r.M);
+                for (const x8 of x8s(f.w)) {
+                  const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, ...r, row0: 2, x8 };
+                  await expectCase(gpu, c, s, n + r.M);
+                }
               }
             }
           }),
@@ -124,16 +133,11 @@ for (const path of ["f16", "f32"] as const) {
         for (const f of [FORMATS[0], FORMATS[4], FORMATS[7]]) {
           for (const op of ["gate_up", "down"] as const) {
             // E = 4, k = 2 over 9 rows: blocks of 4 pairs of one expert, and partial ones.
-            for (const [M, E] of [[3, 7], [9, 4]]) {
-              const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, M, E, k: 2, row0: 0 };
+            for (const [M, E, x8] of [[3, 7], [9, 4]].flatMap(([M, E]) => x8s(f.w).map((x) => [M, E, x]))) {
+              const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, M, E, k: 2, row0: 0, x8 };
               const full = await outputsOf(gpu, "vec", s);
-              const ones = await outputsOf(
-                gpu,
-                "vec",
-                s,
-                Array.from({ length: M }, (_, r) => ({ M: 1, row0: r })),
-              );
-              expectBitwise(ones.y, full.y, `vec ${op} ${f.w}: M=1 rows vs M=${M}`);
+              const ones = await outputsOf(gpu, "vec", s, alone(M));
+              expectBitwise(ones.y, full.y, `vec ${op} ${f.w} x8=${x8}: M=1 rows vs M=${M}`);
             }
           }
         }
@@ -145,8 +149,10 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const [n, f] of FORMATS.entries()) {
           for (const M of [1, 3]) {
-            const s = { ...opShape("gate_up", f.K), w: f.w, scale: f.scale, M, row0: 2, norm: 1 };
-            await expectCase(gpu, moeVecCase, s, 80 + n + M);
+            for (const x8 of x8s(f.w)) {
+              const s = { ...opShape("gate_up", f.K), w: f.w, scale: f.scale, M, row0: 2, norm: 1, x8 };
+              await expectCase(gpu, moeVecCase, s, 80 + n + M);
+            }
           }
         }
       }),
@@ -158,7 +164,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const [n, f] of FORMATS.entries()) {
           for (const [M, H] of [[1, 37], [3, 131]]) {
-            for (const shared of [0, 1]) {
+            for (const [shared, x8] of x8s(f.w).flatMap((x8) => [[0, x8], [1, x8]])) {
               const s = {
                 ...opShape("down", f.K, H),
                 w: f.w,
@@ -167,6 +173,7 @@ for (const path of ["f16", "f32"] as const) {
                 row0: 2,
                 combine: 1,
                 shared,
+                x8,
               };
               await expectCase(gpu, moeVecCase, s, 90 + n + M);
             }
@@ -181,7 +188,7 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const f of [FORMATS[0], FORMATS[7], FORMATS[4]]) {
           for (const [M, H, k, E] of [[1, 37, 3, 7], [3, 131, 3, 7], [3, 1029, 8, 11]]) {
-            for (const shared of [0, 1]) {
+            for (const [shared, x8] of x8s(f.w).flatMap((x8) => [[0, x8], [1, x8]])) {
               // 0: the wrappers' choice; 1: fewer lanes than columns per workgroup (k·T < 4); 8: wide teams.
               for (const lanes of f.w === "q8g32" ? [0] : [0, 1, 8]) {
                 const s = {
@@ -193,15 +200,14 @@ for (const path of ["f16", "f32"] as const) {
                   E,
                   row0: 2,
                   combine: 1,
-                  shared,
-                  lanes,
                 };
-                const fused = await outputsOf(gpu, "vec", s);
-                const split = await outputsOf(gpu, "vec", s, undefined, { split: true });
+                const t = { ...s, shared, lanes, x8 };
+                const fused = await outputsOf(gpu, "vec", t);
+                const split = await outputsOf(gpu, "vec", t, undefined, { split: true });
                 expectBitwise(
                   fused.x,
                   split.x,
-                  `combine ${f.w} ${JSON.stringify({ M, H, k, shared, lanes })}`,
+                  `combine ${f.w} ${JSON.stringify({ M, H, k, shared, lanes, x8 })}`,
                 );
               }
             }
@@ -216,18 +222,13 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const f of [FORMATS[0], FORMATS[4], FORMATS[7]]) {
           for (const op of ["gate_up", "down"] as const) {
-            for (const [M, E] of [[3, 7], [9, 4]]) {
+            for (const [M, E, x8] of [[3, 7], [9, 4]].flatMap(([M, E]) => x8s(f.w).map((x) => [M, E, x]))) {
               const fuse: Record<string, number> = op === "gate_up" ? { norm: 1 } : { combine: 1, shared: 1 };
-              const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, M, E, k: 2, row0: 0, ...fuse };
+              const s = { ...opShape(op, f.K), w: f.w, scale: f.scale, M, E, k: 2, row0: 0, x8, ...fuse };
               const full = await outputsOf(gpu, "vec", s);
-              const ones = await outputsOf(
-                gpu,
-                "vec",
-                s,
-                Array.from({ length: M }, (_, r) => ({ M: 1, row0: r })),
-              );
+              const ones = await outputsOf(gpu, "vec", s, alone(M));
               const out = op === "gate_up" ? "y" : "x";
-              expectBitwise(ones[out], full[out], `vec ${op} fused ${f.w}: M=1 rows vs M=${M}`);
+              expectBitwise(ones[out], full[out], `vec ${op} fused ${f.w} x8=${x8}: M=1 rows vs M=${M}`);
             }
           }
         }
@@ -239,20 +240,16 @@ for (const path of ["f16", "f32"] as const) {
       on(path, async (gpu) => {
         for (const lanes of [1, 2, 4, 8, 64]) {
           for (const [n, f] of [FORMATS[0], FORMATS[8]].entries()) {
-            await expectCase(gpu, moeVecCase, { ...opShape("gate_up", f.K), w: f.w, lanes }, 100 + n);
-            await expectCase(
-              gpu,
-              moeVecCase,
-              { ...opShape("gate_up", f.K), w: f.w, lanes, norm: 1 },
-              100 + n,
-            );
-            await expectCase(gpu, moeVecCase, { ...opShape("down", f.K), w: f.w, lanes }, 100 + n);
-            await expectCase(
-              gpu,
-              moeVecCase,
-              { ...opShape("down", f.K), w: f.w, lanes, combine: 1 },
-              100 + n,
-            );
+            for (const { op, fuse } of FUSED) {
+              for (const x8 of x8s(f.w)) {
+                await expectCase(
+                  gpu,
+                  moeVecCase,
+                  { ...opShape(op, f.K), w: f.w, lanes, x8, ...fuse },
+                  100 + n,
+                );
+              }
+            }
           }
         }
       }),
@@ -279,6 +276,49 @@ for (const path of ["f16", "f32"] as const) {
     );
   });
 }
+
+describe("moe int8 x (moe_vec_x8.wgsl)", () => {
+  test(
+    "the profile picks the kernel: int8 x for 4-bit experts where allowed, else (or when off) moe_vec.wgsl",
+    on("f32", async (gpu) => {
+      const info = gpu.info, sub = info.subgroupMinSize;
+      const int8 = info.int8Dot && info.subgroups && sub >= 4 && sub === info.subgroupMaxSize;
+      expect(defaultProfile(info).moe.int8X).toBe(int8);
+      for (const off of [{ int8Dot: false }, { subgroups: false }, { subgroupMaxSize: 2 * sub }]) {
+        expect(defaultProfile({ ...info, ...off }).moe.int8X).toBe(false);
+      }
+      if (!gpu.profile.moe.int8X) return;
+      const file = async (s: Shape) => (await kernelsOf(gpu, s)).map((l) => l.replace(/_[A-Z].*$/, ""));
+      for (const { op, fuse } of FUSED) {
+        const s = { ...opShape(op, 192), ...fuse };
+        expect(await file({ ...s, x8: 1 })).toEqual(["moe_vec_x8"]);
+        expect(await file({ ...s, x8: 0 })).toEqual(["moe_vec"]);
+        expect(await file({ ...s, x8: 1, w: "q8g64" })).toEqual(["moe_vec"]);
+      }
+    }),
+  );
+
+  test(
+    "long rows (several quantization passes per row, teams of 8+ lanes), plain and fused; bitwise combine",
+    on("f32", async (gpu) => {
+      for (const { op, fuse } of FUSED) {
+        const s = {
+          ...opShape(op, op === "gate_up" ? 2048 : 1024, 21),
+          w: "q4g64",
+          M: 3,
+          k: 4,
+          E: 9,
+          ...fuse,
+        };
+        await expectCase(gpu, moeVecCase, s, 7);
+      }
+      const s = { ...opShape("down", 1024, 67), w: "q4g128", M: 2, k: 8, E: 11, combine: 1, row0: 1 };
+      const fused = await outputsOf(gpu, "vec", s);
+      const split = await outputsOf(gpu, "vec", s, undefined, { split: true });
+      expectBitwise(fused.x, split.x, "int8-x combine, K = 1024, k = 8");
+    }),
+  );
+});
 
 describe("moe fusions: what the wrappers refuse", () => {
   const { on } = devices();
@@ -331,15 +371,7 @@ describe("moe without subgroups (workgroup-memory team sums)", () => {
         await expectCase(gpu, moeVecCase, { ...shape, M: 3 }, 60 + n);
         if (s.K < 1024) await expectCase(gpu, moeTiledCase, { ...shape, M: 70 }, 60 + n);
         const full = await outputsOf(gpu, "vec", { ...shape, M: 3, row0: 0 });
-        const ones = await outputsOf(
-          gpu,
-          "vec",
-          { ...shape, M: 3, row0: 0 },
-          [0, 1, 2].map((r) => ({
-            M: 1,
-            row0: r,
-          })),
-        );
+        const ones = await outputsOf(gpu, "vec", { ...shape, M: 3, row0: 0 }, alone(3));
         expectBitwise(ones.y, full.y, `no subgroups, vec ${op} ${s.w} K=${s.K}: M=1 rows vs M=3`);
       }
     }

@@ -46,3 +46,32 @@ export async function outputsOf(
     b.destroy();
   }
 }
+
+/** The x8 shape values to run a format with: 4-bit experts on int8 x and on f32 x, others as they are. */
+export function x8s(w: string): number[] {
+  return w.startsWith("q4") ? [1, 0] : [1];
+}
+
+/** The labels of the kernels one vector-mode run records (which file the wrappers took). */
+export async function kernelsOf(gpu: Gpu, shape: Record<string, number | string>): Promise<string[]> {
+  const i = makeMoeMatmul("vec", { ...moeVecCase.small, ...shape }, new Rng(77), {
+    act: "f32",
+    maxBinding: gpu.info.maxBinding,
+  });
+  const b = await bindMoeMatmul(gpu, i);
+  b.destroy();
+  return b.ctx.list.map((d) => d.kernel.label);
+}
+
+/** Each op plain and with its vector-mode fusion (gate_up: the norm; down: the combine, shared expert). */
+export const FUSED: { op: "gate_up" | "down"; fuse: Record<string, number> }[] = [
+  { op: "gate_up", fuse: {} },
+  { op: "gate_up", fuse: { norm: 1 } },
+  { op: "down", fuse: {} },
+  { op: "down", fuse: { combine: 1, shared: 1 } },
+];
+
+/** Rows 0 .. M − 1 as M blocks of one row (batch invariance: each row alone). */
+export function alone(M: number): { M: number; row0: number }[] {
+  return Array.from({ length: M }, (_, r) => ({ M: 1, row0: r }));
+}

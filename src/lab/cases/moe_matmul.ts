@@ -11,6 +11,7 @@ import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { ExpertLinear, WeightFormat } from "../../ops/linear.ts";
 import { allocMoeGroups, moeCombine, moeDown, moeGateUp, moeGroup, moeTileRows } from "../../ops/moe.ts";
+import { moeUsesInt8X } from "../../ops/moe_vec.ts";
 import { type CaseInputs, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import { compare, EXACT, type OutputReport, type Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readF32, readU32, seal } from "../harness.ts";
@@ -63,6 +64,8 @@ export interface MoeMatmulInputs extends CaseInputs {
   };
   /** Lanes per team given to the wrappers (shape lanes > 0; absent: the wrappers' choice). */
   lanes?: number;
+  /** The kernels took int8 x (moe_vec_x8.wgsl; set when bound: it depends on the device and shape key x8). */
+  x8?: boolean;
 }
 
 /** Reference work (multiply-adds) above which only a sample of columns is checked. */
@@ -192,7 +195,11 @@ export async function bindMoeMatmul(
   parts?: { M: number; row0: number }[],
   opts: { split?: boolean } = {},
 ): Promise<Bound> {
-  const set = new BufferSet(gpu);
+  // x8 = 1 (the engine's default) lets 4-bit experts in vector mode take int8 x where the device allows it;
+  // x8 = 0 keeps moe_vec.wgsl. Both stay tested.
+  const g = gpu.withProfile({ moe: { int8X: Number(i.shape.x8 ?? 1) !== 0 } });
+  i.x8 = i.mode === "vec" && moeUsesInt8X(g, i.format, i.K, i.op === "gate_up" ? 4 : Math.max(4, i.k));
+  const set = new BufferSet(g);
   const x = set.upload("x", Float32Array.from(i.x));
   const ids = set.upload("ids", i.ids);
   const y = set.upload("y", Float32Array.from(i.y0));
@@ -251,7 +258,8 @@ export async function bindMoeMatmul(
 
 /**
  * f32 accumulation over K (error ~√K·2^-24 on O(1) outputs); gate_up adds silu·up (f32 exp and products,
- * both factors carrying the accumulation error).
+ * both factors carrying the accumulation error). The same on int8 x: the reference quantizes x as the kernel
+ * does (quantizeX8), the integer dots are exact, and what is left is the f32 sum of the chunks' terms.
  */
 export function moeMatmulTolerance(shape: Shape, mode: "vec" | "tiled"): Record<string, Tolerance> {
   const K = Number(shape.op === "gate_up" ? shape.H : shape.I);
@@ -309,6 +317,7 @@ const MATMUL_KEYS = {
   combine: "vec down, 1: the routed sum added straight into a residual (moeCombine fused; one shard)",
   shared: "with combine, 1: plus sigmoid(gate)·the shared expert's output (Qwen3-Next)",
   lanes: "vec: lanes per team (0: the wrappers' choice from the format and K)",
+  x8: "vec, 4-bit: 1 takes int8 x (moe_vec_x8.wgsl) where the device allows it (engine default), 0 f32 x",
 };
 
 /** Qwen3-30B-A3B's experts: hidden 2048, 768 per expert, 128 experts, 8 per token. */
@@ -322,9 +331,10 @@ function moeMatmulCase(mode: "vec" | "tiled"): KernelCase<MoeMatmulInputs> {
     combine: 0,
     shared: 0,
     lanes: 0,
+    x8: 1,
   };
   return {
-    files: mode === "vec" ? ["moe_vec.wgsl"] : ["moe_tiled.wgsl", "moe_group.wgsl"],
+    files: mode === "vec" ? ["moe_vec.wgsl", "moe_vec_x8.wgsl"] : ["moe_tiled.wgsl", "moe_group.wgsl"],
     summary: mode === "vec"
       ? "expert matmul per (row, expert) pair: only the routed experts' weights are read (decode)"
       : "pairs grouped by expert on the GPU, then a tiled matmul per expert over its pairs (prefill)",
@@ -345,9 +355,11 @@ function moeMatmulCase(mode: "vec" | "tiled"): KernelCase<MoeMatmulInputs> {
       const experts = combine ? M * k : Math.min(E, M * k);
       // Outputs: y, or (combine) the residual read and written, the weights and the shared expert's y.
       const out = combine ? M * (2 * N + k + (Number(s.shared) ? N + 1 : 0)) : M * k * N;
+      const f = parseFormat(String(s.w));
       return {
-        bytes: experts * weightBytes(parseFormat(String(s.w)), N, K) + (M * K + out) * 4,
+        bytes: experts * weightBytes(f, N, K) + (M * K + out) * 4,
         flops: 2 * M * k * N * K,
+        int8: mode === "vec" && Number(s.x8) === 1 && f.kind === "q" && f.bits === 4,
       };
     },
   };

@@ -14,7 +14,12 @@ import type { Tolerance } from "../compare.ts";
 import { BufferSet, readF32, seal } from "../harness.ts";
 import { actBytesOf, type ActDtype, encodeAct, roundAct } from "../ref/half.ts";
 import { encodeRows, type Row } from "../ref/paged.ts";
-import { causalConvRef, gatedDeltaRef } from "../ref/recurrent.ts";
+import {
+  causalConvRef,
+  type CausalConvRefArgs,
+  gatedDeltaRef,
+  type GatedDeltaRefArgs,
+} from "../ref/recurrent.ts";
 import type { Rng } from "../rng.ts";
 
 const STEP_KEYS = {
@@ -57,21 +62,11 @@ const f32s = (n: number, f: () => number) => Float64Array.from({ length: n }, ()
 
 // ---- causal_conv.wgsl ----
 
-export interface CausalConvInputs extends CaseInputs, Step {
-  C: number;
-  KC: number;
-  lds: number;
-  cols: { x: number; inGate?: number; outGate?: number };
-  fn: "silu" | "none";
-  /** (R, lds) act. */
-  src: Float64Array;
-  /** (C, KC) f32. */
-  weight: Float64Array;
-  /** (slots, KC−1, C) f32. */
-  state0: Float64Array;
-  /** (R, C) f32 before the kernel. */
-  y0: Float64Array;
-}
+/**
+ * causalConvRef's arguments as the case draws them: src act (R, lds), weight (C, KC) f32, state0
+ * (slots, KC−1, C) f32, y0 (R, C) f32 before the kernel.
+ */
+export interface CausalConvInputs extends CaseInputs, Step, CausalConvRefArgs {}
 
 /**
  * Inputs are exact on both paths (act src, f32 weights and state): y is an f32 sum of KC products of O(1)
@@ -157,28 +152,12 @@ export const causalConvCase: KernelCase<CausalConvInputs> = {
 
 // ---- gated_delta.wgsl ----
 
-export interface GatedDeltaInputs extends CaseInputs, Step {
-  nk: number;
-  nv: number;
-  dk: number;
-  dv: number;
-  /** (R, 2·nk·dk + nv·dv) f32: [q | k | v]. */
-  conv: Float64Array;
-  /** (R, lds) act: [pad 3 | z (nv·dv) | b (nv) | a (nv) | pad 2]. */
-  src: Float64Array;
-  lds: number;
-  zOff: number;
-  bOff: number;
-  aOff: number;
-  aLog: Float64Array;
-  dtBias: Float64Array;
-  norm: Float64Array;
-  eps: number;
-  /** (slots, nv, dk, dv) f32. */
-  state0: Float64Array;
-  /** (R, nv·dv) f32 before the kernel. */
-  out0: Float64Array;
-}
+/**
+ * gatedDeltaRef's arguments as the case draws them: conv f32 (R, 2·nk·dk + nv·dv), src act (R, lds)
+ * [pad 3 | z (nv·dv) | b (nv) | a (nv) | pad 2], state0 (slots, nv, dk, dv) f32, out0 (R, nv·dv) f32
+ * before the kernel.
+ */
+export interface GatedDeltaInputs extends CaseInputs, Step, GatedDeltaRefArgs {}
 
 /**
  * Both paths read exact inputs (f32 conv, act z/a/b) and compute alike in f32. The state takes ~30 serial

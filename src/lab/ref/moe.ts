@@ -2,14 +2,16 @@
  * Float64 references of the mixture-of-experts kernels (moe_route, moe_group, moe_vec, moe_tiled,
  * moe_combine). The grouped and the per-pair matmuls compute the same thing, so one dense per-pair
  * reference serves both; moe_vec's fused variants are the same references composed: gate_up of the
- * RMS-normalised rows (NORM), and down followed by the combine (COMBINE). Row r routes to k experts; pair
+ * RMS-normalised rows (NORM), and down followed by the combine (COMBINE); moe_vec_x8's int8 x is modelled
+ * as the dense int8-x reference does (quantizeX8). Row r routes to k experts; pair
  * p = r·k + j. Entries outside the written rows keep their initial values (a stray write shows up as a
  * mismatch).
  * @module
  */
 import type { WeightFormat } from "../../ops/linear.ts";
+import { quantizeX8 } from "./matmul.ts";
 import { rmsNormRef } from "./norm.ts";
-import { dequantRow, type PackedWeights } from "./quant.ts";
+import { dequantRow, groupBiasRow, type PackedWeights } from "./quant.ts";
 
 /** Experts [e0, e0 + count) of a stack, packed: expert e's row n is row (e − e0)·N + n. */
 export interface ExpertShardData {
@@ -80,18 +82,48 @@ export interface ExpertMatmulRef {
   checkCols?: number[];
   /** gate_up: x holds raw rows, each RMS-normalised (· gamma) before the matmul (moe_vec's NORM). */
   norm?: { gamma: Float64Array; eps: number };
+  /**
+   * x is quantized to int8 per 32 values as lib/x8.wgsl does (moe_vec_x8.wgsl: 4-bit experts; under `norm`
+   * the normalised rows), quantizeX8 of the dense int8-x reference.
+   */
+  x8?: boolean;
 }
 
-/** Expert e's stack row n (K values), decoded. */
-function expertRow(a: ExpertMatmulRef, e: number, n: number): Float64Array {
+/** One decoded stack row: its values and, on int8 x, the bias of each value's group. */
+interface Row {
+  w: Float64Array;
+  b?: Float64Array;
+}
+
+/** Expert e's stack row n (K values), decoded (with its group biases on int8 x). */
+function expertRow(a: ExpertMatmulRef, e: number, n: number): Row {
   const s = a.shards.find((s) => e >= s.e0 && e < s.e0 + s.count);
   if (!s) throw new RangeError(`expert ${e} is in no shard`);
-  return dequantRow(a.format, s.packed, (e - s.e0) * a.N + n, a.K);
+  const r = (e - s.e0) * a.N + n;
+  const w = dequantRow(a.format, s.packed, r, a.K);
+  return a.x8 ? { w, b: groupBiasRow(a.format, s.packed, r, a.K) } : { w };
 }
 
-function dot(x: Float64Array, xb: number, w: Float64Array): number {
+/** The dot products' view of x: as given, or int8-quantized (xt) with the per-32 corrections Σx − Σx̃. */
+interface XView {
+  x: Float64Array;
+  q?: { xt: Float64Array; corr: Float64Array };
+}
+
+function xView(a: ExpertMatmulRef, x: Float64Array): XView {
+  return a.x8 ? { x, q: quantizeX8(x) } : { x };
+}
+
+/** x row at xb · w: on int8 x, Σ x̃·w + Σ_chunks bias·(Σx − Σx̃) (the kernel adds bias·Σx exactly). */
+function dot(v: XView, xb: number, r: Row): number {
+  const w = r.w;
   let acc = 0;
-  for (let i = 0; i < w.length; i++) acc += x[xb + i] * w[i];
+  if (!v.q) {
+    for (let i = 0; i < w.length; i++) acc += v.x[xb + i] * w[i];
+    return acc;
+  }
+  for (let i = 0; i < w.length; i++) acc += v.q.xt[xb + i] * w[i];
+  for (let c = 0; c < w.length / 32; c++) acc += r.b![c * 32] * v.q.corr[xb / 32 + c];
   return acc;
 }
 
@@ -104,13 +136,13 @@ function perPair(
   cols: number,
   xRow: (p: number) => number,
   rowsOf: (n: number) => number[],
-  out: (xb: number, w: Float64Array[]) => number,
+  out: (xb: number, w: Row[]) => number,
 ): Float64Array {
   const y = Float64Array.from(a.y0);
   const p0 = a.row0 * a.k, p1 = (a.row0 + a.M) * a.k;
   if (a.checkCols) y.fill(NaN, p0 * cols, p1 * cols);
   for (const n of a.checkCols ?? Array.from({ length: cols }, (_, n) => n)) {
-    const rows = new Map<number, Float64Array[]>();
+    const rows = new Map<number, Row[]>();
     for (let p = p0; p < p1; p++) {
       const e = a.ids[p];
       if (!rows.has(e)) rows.set(e, rowsOf(n).map((r) => expertRow(a, e, r)));
@@ -133,15 +165,17 @@ export function moeGateUpRef(a: ExpertMatmulRef): Float64Array {
     const R = a.M, H = a.K;
     x.set(rmsNormRef({ x: a.x.subarray(b, b + R * H), weight: a.norm.gamma, R, H, eps: a.norm.eps }), b);
   }
+  const v = xView(a, x);
   return perPair(a, I, (p) => Math.floor(p / a.k), (i) => [i, I + i], (xb, [wg, wu]) => {
-    const g = dot(x, xb, wg);
-    return (g / (1 + Math.exp(-g))) * dot(x, xb, wu);
+    const g = dot(v, xb, wg);
+    return (g / (1 + Math.exp(-g))) * dot(v, xb, wu);
   });
 }
 
 /** y[p, n] = h_p · W_e[n], e = ids[p]; h (rows·k, K), y (rows·k, N). */
 export function moeDownRef(a: ExpertMatmulRef): Float64Array {
-  return perPair(a, a.N, (p) => p, (n) => [n], (xb, [w]) => dot(a.x, xb, w));
+  const v = xView(a, a.x);
+  return perPair(a, a.N, (p) => p, (n) => [n], (xb, [w]) => dot(v, xb, w));
 }
 
 /**

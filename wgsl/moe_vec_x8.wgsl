@@ -1,0 +1,229 @@
+// Expert matmul for decode rows (moe_vec.wgsl's "vec" mode) of MLX affine 4-bit experts on int8 x, on
+// integer dot products (as matmul_vec_q4x8.wgsl does for dense weights): the same bindings, params, grids,
+// pair blocks, fusions (NORM, COMBINE, SHARED) and results as moe_vec.wgsl's Q4, except that x is quantized.
+//   GATE_UP: h[p, i] = silu(x̂_r·W_e[i]) · (x̂_r·W_e[I + i])    W_e (2I, K), r = p / k, e = ids[p], i < I
+//   else:    y[p, n] = h_p · W_e[n]                            W_e (N, K), x holds h (one row per pair)
+//   COMBINE: xr[r, n] += Σ_{j < k, in order} weights[r, j] · (h_{r·k+j} · W_{ids[r·k+j]}[n])
+//            (+ sigmoid(gate[r]) · sy[r, n] under SHARED), moe_combine.wgsl's arithmetic and order.
+// x rows (gate_up: the pairs' step rows; down: h of the pairs) are quantized per 32 values by lib/x8.wgsl
+// (int8 q, sx, Σx), exactly as the dense int8-x kernels do (src/lab/ref/matmul.ts quantizeX8); under NORM
+// x·gamma is quantized and the row's factor rsqrt(mean(x²) + eps) scales the team's sums afterwards (the
+// quantization per group does not depend on a row-wide scale), as matmul_vec_q4x8.wgsl's NORM.
+// Per 32-value chunk and weight row: scale·(sx·Σ q_w·q_x) + bias·Σx, four products per dot4I8Packed.
+// Bindings:  x      (rows, K) f32 (GATE_UP: the step's rows, raw residual under NORM; else (pairs, K): h)
+//            w      (count·N, K/32) vec4<u32>: expert e's row n is stack row (e − e0)·N + n
+//            scales, biases (count·N, K/GS) 16-bit packed in u32 (SCALE_F16 or bf16)
+//            ids    (pairs) u32;  y (pairs, cols) f32 (not under COMBINE);  gamma (K) f32 (NORM)
+//            xr (rows, N) f32, weights (rows, k) f32; sy (rows, N) f32, gate (rows) f32 (SHARED) (COMBINE)
+// Grid: (ceil(cols / (CT·WG/T)), pairs), as moe_vec.wgsl: workgroup y serves the expert of pair y if no
+// earlier pair has it, all its pairs in blocks of up to 4 rows; each block's rows are quantized into
+// workgroup memory first (XR = 4 rows), then a team of T lanes (≤ a subgroup; sums by shuffles) computes 4
+// weight rows (GATE_UP: gates j, j+1 and their up rows, CT = 2; else 4 adjacent columns, CT = 4), lane t
+// taking chunks t, t+T, ... of 32 values.
+// COMBINE grid: (ceil(N / CB), M): workgroup (x, y) serves columns x·CB .. x·CB + CB − 1 of row row0 + y; it
+// quantizes the row's k pair rows of h (XR = k), then its teams take the items (pair j, 4 columns) j-major.
+// A pair's bits are the same whichever slot or block it takes, under COMBINE or not (for the same T and K),
+// and never depend on M or the other rows.
+// Params, bindings and the pieces shared with moe_vec.wgsl (team rows, pair blocks, stores, COMBINE's
+// load and sum): lib/moe_vec.wgsl.
+#include "lib/common.wgsl"
+#include "lib/moe.wgsl"
+#include "lib/x8.wgsl"
+
+override WG: u32 = 128;
+override T: u32 = 8;        // lanes per team: a power of two, at most the subgroup size
+override SGS: u32 = 32;     // subgroup size (fixed on the devices that take this path)
+const XW: u32 = {{INT8_X_VEC4S}}u;   // vec4<u32> of int8 x per row: K / 16
+const XR: u32 = {{X8_ROWS}}u;        // rows of int8 x in workgroup memory
+
+#ifdef COMBINE
+override CB: u32 = 16;      // columns per workgroup: a multiple of CT, at most WG
+#endif
+// After the overrides its declarations use (T, WG, CB).
+#include "lib/moe_vec.wgsl"
+#ifdef NORM
+var<workgroup> red: array<f32, 4u * (WG / SGS)>;   // [slot][subgroup]: partial Σx²
+#endif
+var<workgroup> xq: array<vec4<u32>, XW * XR>;       // [slot][K / 16]: int8 x
+var<workgroup> xs: array<vec2<f32>, (XW / 2u) * XR>; // [slot][K / 32]: (sx, Σx) per chunk
+
+// Quantizes the row of x starting at vec4 xb into slot j of xq / xs (with NORM x·gamma, returning this lane's
+// part of the row's Σx²). Every lane runs the loop the same number of times (shuffles in uniform control
+// flow); lanes past the row's words compute on clamped data and drop it. The 4 words of a group sit in 4
+// adjacent lanes (WG and the group both multiples of 4).
+fn x8_row(j: u32, xb: u32, lid: u32) -> f32 {
+  let words = params.K / 8u;
+  var ss = 0.0;
+  for (var w0 = 0u; w0 < words; w0 += WG) {
+    let ok = w0 + lid < words;
+    let wi = min(w0 + lid, words - 1u);
+    var a = x[xb + 2u * wi];
+    var b = x[xb + 2u * wi + 1u];
+#ifdef NORM
+    if (ok) { ss += dot(a, a) + dot(b, b); }
+    a *= gamma[2u * wi];
+    b *= gamma[2u * wi + 1u];
+#endif
+    let g = x8_group(a, b);
+    if (ok) {
+      if (wi % 2u == 0u) { xq[j * XW + wi / 2u] = g.w; }
+      if (wi % 4u == 0u) { xs[j * (XW / 2u) + wi / 4u] = vec2<f32>(g.sx, g.sum); }
+    }
+  }
+  return ss;
+}
+
+// Σ q_w·q_x of one chunk: 4 weight words against their 8 int8 x words (exact in i32).
+fn idot(q: vec4<u32>, xa: vec4<u32>, xb: vec4<u32>) -> i32 {
+  let m = 0x0f0f0f0fu;
+  return ((dot4I8Packed(q.x & m, xa.x) + dot4I8Packed((q.x >> 4u) & m, xa.y)) +
+          (dot4I8Packed(q.y & m, xa.z) + dot4I8Packed((q.y >> 4u) & m, xa.w))) +
+         ((dot4I8Packed(q.z & m, xb.x) + dot4I8Packed((q.z >> 4u) & m, xb.y)) +
+          (dot4I8Packed(q.w & m, xb.z) + dot4I8Packed((q.w >> 4u) & m, xb.w)));
+}
+
+// One chunk of the team's 4 rows as loaded: raw weight vec4s and the words holding their 16-bit scale and
+// bias; converted only when used, so the loads stay in flight.
+struct X8Stage {
+  q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>,
+  sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32>,
+}
+
+fn x8_stage(rows: vec4<u32>, ci: u32, cpr: u32) -> X8Stage {
+  let gi = rows * (params.K / GS) + vec4<u32>((ci * 32u) / GS);
+  let h = gi >> vec4<u32>(1u);
+  return X8Stage(w[rows.x * cpr + ci], w[rows.y * cpr + ci], w[rows.z * cpr + ci], w[rows.w * cpr + ci],
+                 vec4<u32>(scales[h.x], scales[h.y], scales[h.z], scales[h.w]),
+                 vec4<u32>(biases[h.x], biases[h.y], biases[h.z], biases[h.w]), gi);
+}
+
+// The chunk's scales (.sc) and biases (.bi) of the 4 rows.
+struct ScaleBias { sc: vec4<f32>, bi: vec4<f32> }
+
+fn scale_bias(s: X8Stage) -> ScaleBias {
+  let sc = vec4<f32>(half_at(s.sw.x, s.gi.x), half_at(s.sw.y, s.gi.y), half_at(s.sw.z, s.gi.z),
+                     half_at(s.sw.w, s.gi.w));
+  let bi = vec4<f32>(half_at(s.bw.x, s.gi.x), half_at(s.bw.y, s.gi.y), half_at(s.bw.z, s.gi.z),
+                     half_at(s.bw.w, s.gi.w));
+  return ScaleBias(sc, bi);
+}
+
+// Chunk ci's contribution to the 4 rows' dots against slot j's int8 x: scale·(sx·Σ q_w·q_x) + bias·Σx.
+fn chunk_dot(s: X8Stage, f: ScaleBias, j: u32, ci: u32) -> vec4<f32> {
+  let xa = xq[j * XW + 2u * ci];
+  let xb = xq[j * XW + 2u * ci + 1u];
+  let v = xs[j * (XW / 2u) + ci];
+  let d = vec4<f32>(vec4<i32>(idot(s.q0, xa, xb), idot(s.q1, xa, xb), idot(s.q2, xa, xb),
+                              idot(s.q3, xa, xb)));
+  return f.sc * (v.x * d) + f.bi * v.y;
+}
+
+// Sum over the team's T lanes by shuffles in a fixed order; every lane of the team ends with the same bits.
+fn team_sum(v: vec4<f32>) -> vec4<f32> {
+  var s = v;
+  for (var mask = T / 2u; mask > 0u; mask = mask >> 1u) { s += subgroupShuffleXor(s, mask); }
+  return s;
+}
+
+#ifndef COMBINE
+// Slot j's norm factor from its subgroups' Σx² (in order), else 1. After the block's barrier.
+fn factor(j: u32) -> f32 {
+#ifdef NORM
+  var t = 0.0;
+  for (var i = 0u; i < WG / SGS; i++) { t += red[j * (WG / SGS) + i]; }
+  return inverseSqrt(t / f32(params.K) + params.eps);
+#else
+  return 1.0;
+#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let q0 = wid.y;
+  let e = ids[params.P0 + q0];
+  // ids is read-only, so values read at uniform indices are uniform: the exits, the blocks and their
+  // quantization below are the same for the whole workgroup (barriers and shuffles stay legal).
+  if (!serves(e, q0)) { return; }
+  let team = lid / T;
+  let lane = lid % T;
+  let tid = wid.x * (WG / T) + team;
+  let rows = team_rows(tid, (e - params.e0) * params.N);
+  let cpr = params.K / 32u;   // chunks per row
+  var q = q0;
+  loop {
+    let b = next_block(e, &q);
+    let blk = b.p;
+    let n = b.n;
+    if (n == 0u) { break; }
+    let xb = (blk / vec4<u32>(params.kdiv)) * (params.K / 4u);
+    // The first chunk's weights are requested before the quantization, whose latency they overlap.
+    var cur = x8_stage(rows, min(lane, cpr - 1u), cpr);
+    for (var j = 0u; j < n; j++) {
+#ifdef NORM
+      let t = subgroupAdd(x8_row(j, xb[j], lid));
+      if (lid % SGS == 0u) { red[j * (WG / SGS) + lid / SGS] = t; }
+#else
+      _ = x8_row(j, xb[j], lid);
+#endif
+    }
+    workgroupBarrier();
+    // Slot by slot, the same code whatever n is: a pair's bits never depend on the other pairs.
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    for (var ci = lane; ci < cpr; ci += T) {
+      let nxt = x8_stage(rows, min(ci + T, cpr - 1u), cpr);
+      let f = scale_bias(cur);
+      a0 += chunk_dot(cur, f, 0u, ci);
+      if (n > 1u) { a1 += chunk_dot(cur, f, 1u, ci); }
+      if (n > 2u) { a2 += chunk_dot(cur, f, 2u, ci); }
+      if (n > 3u) { a3 += chunk_dot(cur, f, 3u, ci); }
+      cur = nxt;
+    }
+    store_pair(blk.x, tid, lane, team_sum(a0), factor(0u));
+    if (n > 1u) { store_pair(blk.y, tid, lane, team_sum(a1), factor(1u)); }
+    if (n > 2u) { store_pair(blk.z, tid, lane, team_sum(a2), factor(2u)); }
+    if (n > 3u) { store_pair(blk.w, tid, lane, team_sum(a3), factor(3u)); }
+    workgroupBarrier();   // xq, xs and red are rewritten for the next block
+  }
+}
+#else
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = params.row0 + wid.y;
+  let k = params.k;
+  let team = lid / T;
+  let lane = lid % T;
+  let groups = CB / CT;       // column groups per workgroup
+  let items = k * groups;     // (pair j, column group), j-major
+  let cpr = params.K / 32u;   // chunks per row
+  let n0 = wid.x * CB;
+  let res = combine_load(r, n0, lid);
+  // The row's k pair rows of h, quantized into slots 0 .. k − 1.
+  for (var j = 0u; j < k; j++) { _ = x8_row(j, (r * k + j) * (params.K / 4u), lid); }
+  workgroupBarrier();
+  // Uniform trip count (shuffles); teams past the last item redo it and store nothing.
+  for (var i0 = 0u; i0 < items; i0 += WG / T) {
+    let i = min(i0 + team, items - 1u);
+    let j = i / groups;
+    let g = i % groups;
+    let p = r * k + j;
+    let rows = item_rows(p, n0 + g * CT);
+    // The per-pair code above for one pair in slot j: the bits of its y.
+    var a0 = vec4<f32>(0.0);
+    var cur = x8_stage(rows, min(lane, cpr - 1u), cpr);
+    for (var ci = lane; ci < cpr; ci += T) {
+      let nxt = x8_stage(rows, min(ci + T, cpr - 1u), cpr);
+      a0 += chunk_dot(cur, scale_bias(cur), j, ci);
+      cur = nxt;
+    }
+    let acc = team_sum(a0);
+    if (i0 + team < items) {
+      for (var c = lane; c < CT; c += T) { ys[j * CB + g * CT + c] = acc[c]; }
+    }
+  }
+  workgroupBarrier();
+  combine_store(res, n0, lid);
+}
+#endif
