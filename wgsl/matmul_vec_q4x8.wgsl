@@ -26,6 +26,7 @@ const XW: u32 = {{INT8_X_VEC4S}}u;   // vec4<u32> of int8 x per row: K / 16
 var<workgroup> xq: array<vec4<u32>, XW * MB>;
 var<workgroup> xs: array<vec2<f32>, (XW / 2u) * MB>;
 var<workgroup> red: array<f32, MB * (WG / SGS)>;
+#include "lib/x8_row.wgsl"
 
 // Quantizes rows m0 .. m0+MB−1 of x (clamped to M) into xq / xs; with NORM, x·gamma is quantized (the row's
 // norm factor multiplies the result instead: quantization per group does not depend on a row-wide scale) and
@@ -33,27 +34,8 @@ var<workgroup> red: array<f32, MB * (WG / SGS)>;
 // (shuffles in uniform control flow); lanes past the row's words compute on clamped data and drop it.
 fn x8_prepare(m0: u32, lid: u32) {
   let K4 = params.K / 4u;
-  let words = params.K / 8u;
   for (var j = 0u; j < MB; j++) {
-    let xr = (params.row0 + min(m0 + j, params.M - 1u)) * K4;
-    var ss = 0.0;
-    for (var w0 = 0u; w0 < words; w0 += WG) {
-      let ok = w0 + lid < words;
-      let wi = min(w0 + lid, words - 1u);
-      var a = x[xr + 2u * wi];
-      var b = x[xr + 2u * wi + 1u];
-#ifdef NORM
-      if (ok) { ss += dot(a, a) + dot(b, b); }
-      a *= gamma[2u * wi];
-      b *= gamma[2u * wi + 1u];
-#endif
-      // The 4 words of a group sit in 4 adjacent lanes (WG and the group both multiples of 4).
-      let g = x8_group(a, b);
-      if (ok) {
-        if (wi % 2u == 0u) { xq[j * XW + wi / 2u] = g.w; }
-        if (wi % 4u == 0u) { xs[j * (XW / 2u) + wi / 4u] = vec2<f32>(g.sx, g.sum); }
-      }
-    }
+    var ss = x8_row(j, (params.row0 + min(m0 + j, params.M - 1u)) * K4, lid);
 #ifdef NORM
     ss = subgroupAdd(ss);
     if (lid % SGS == 0u) { red[j * (WG / SGS) + lid / SGS] = ss; }

@@ -19,7 +19,7 @@ import type { ModelSource } from "../platform/mod.ts";
 import { tokenBytes } from "../grammar/token_bytes.ts";
 import { DEFAULT_GRAMMAR_STATES, GrammarSlots } from "./grammar.ts";
 import { type KvCacheType, KvPool } from "./kv_pool.ts";
-import { kvLayerIndex, RecurrentState } from "./recurrent.ts";
+import { kvLayerCount, kvLayerIndex, RecurrentState } from "./recurrent.ts";
 import { type Activations, allocActivations, type Dims } from "./resources.ts";
 import { engineSizes } from "./sizing.ts";
 import { Slots } from "./slots.ts";
@@ -134,6 +134,9 @@ export class Engine {
     const reader = new ConfigReader(cfgFile, json);
     const arch = architectureFor(json.model_type, cfgFile);
     const config = arch.parseConfig(reader);
+    if (kvLayerCount(config) === 0) {
+      throw new LoaderError(cfgFile, "layer_types", "a model needs at least one attention layer");
+    }
     let generation: any = null;
     if (files.includes("generation_config.json")) {
       try {
@@ -171,16 +174,10 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
-    const kvIndex = kvLayerIndex(config);
-    const kvLayers = Math.max(...kvIndex) + 1;
-    if (kvLayers === 0) {
-      if (!opts.gpu) gpu.destroy();
-      throw new LoaderError(cfgFile, "layer_types", "a model needs at least one attention layer");
-    }
     const { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, cap } =
       engineSizes(config, gpu, kvType, opts);
     const kv = new KvPool(gpu, {
-      layers: kvLayers,
+      layers: kvLayerCount(config),
       nkv: d.nkv,
       hd: d.hd,
       pageSize,

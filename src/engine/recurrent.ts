@@ -92,3 +92,8 @@ export function kvLayerIndex(config: ArchConfig): number[] {
   let n = 0;
   return Array.from({ length: config.dims.layers }, (_, i) => keepsKv(layerSpec(config, i)) ? n++ : -1);
 }
+
+/** Layers that keep KV pages (the KV pool's layers). */
+export function kvLayerCount(config: ArchConfig): number {
+  return Array.from({ length: config.dims.layers }, (_, i) => layerSpec(config, i)).filter(keepsKv).length;
+}

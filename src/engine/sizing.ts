@@ -8,7 +8,7 @@ import type { Gpu } from "../gpu/device.ts";
 import type { ArchConfig } from "../models/model.ts";
 import type { EngineOptions } from "./engine.ts";
 import { kvBytesPerToken, type KvCacheType, kvValueBytesPerToken } from "./kv_pool.ts";
-import { kvLayerIndex } from "./recurrent.ts";
+import { kvLayerCount } from "./recurrent.ts";
 import { type Capacity, soloRowsFit } from "./resources.ts";
 
 export interface EngineSizes {
@@ -50,7 +50,7 @@ export function engineSizes(
   const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
   const budget = opts.kvBudget ?? 4 * 2 ** 30;
   // Only attention layers keep KV pages (recurrent layers' state is per slot, recurrent.ts).
-  const kvLayers = Math.max(1, Math.max(...kvLayerIndex(config)) + 1);
+  const kvLayers = kvLayerCount(config);
   // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
   const fitTokens = Math.floor(
     Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * kvLayers)),

@@ -9,7 +9,7 @@ import { ShapeError } from "../errors.ts";
 import type { LinearGroup } from "../loader/weights.ts";
 import type { ExpertLinear } from "../ops/linear.ts";
 import { moeCombine, moeDown, moeDownCanCombine, moeGateUp, moeGroup, moeRoute } from "../ops/moe.ts";
-import { causalConv, gatedDelta } from "../ops/recurrent.ts";
+import { causalConv, gatedDelta, type Units } from "../ops/recurrent.ts";
 import { sigmoidGate } from "../ops/gate.ts";
 import { rmsNorm } from "../ops/norm.ts";
 import type { HybridActivations } from "./resources.ts";
@@ -34,8 +34,8 @@ export function hybridBuffer(h: HybridActivations, name: ActName): GPUBuffer | u
 }
 
 /** The sequences of a step as the recurrent ops take them: each decode row alone, each prefill segment. */
-function unitsOf(g: StepGraph): { decode: number; segments: { row0: number; len: number }[] } {
-  return { decode: g.D, segments: g.layout.segments.map((s) => ({ row0: s.row0, len: s.len })) };
+function unitsOf(g: StepGraph): Units {
+  return { decode: g.D, segments: g.layout.segments };
 }
 
 /** x += rmsNorm(src) · weight on every row (Gemma's norms of a sublayer's output; src f32). */
