@@ -26,7 +26,7 @@ const XW: u32 = {{INT8_X_VEC4S}}u;   // vec4<u32> of int8 x per row: K / 16
 var<workgroup> xq: array<vec4<u32>, XW * MB>;
 var<workgroup> xs: array<vec2<f32>, (XW / 2u) * MB>;
 var<workgroup> red: array<f32, MB * (WG / SGS)>;
-#include "lib/x8_row.wgsl"
+#include "lib/x8_vec.wgsl"
 
 // Quantizes rows m0 .. m0+MB−1 of x (clamped to M) into xq / xs; with NORM, x·gamma is quantized (the row's
 // norm factor multiplies the result instead: quantization per group does not depend on a row-wide scale) and
@@ -53,22 +53,6 @@ fn x8_factor(j: u32) -> f32 {
 #else
   return 1.0;
 #endif
-}
-
-// Σ q_w·q_x of one chunk: 4 weight words against their 8 int8 x words (exact in i32).
-fn idot(q: vec4<u32>, xa: vec4<u32>, xb: vec4<u32>) -> i32 {
-  let m = 0x0f0f0f0fu;
-  return ((dot4I8Packed(q.x & m, xa.x) + dot4I8Packed((q.x >> 4u) & m, xa.y)) +
-          (dot4I8Packed(q.y & m, xa.z) + dot4I8Packed((q.y >> 4u) & m, xa.w))) +
-         ((dot4I8Packed(q.z & m, xb.x) + dot4I8Packed((q.z >> 4u) & m, xb.y)) +
-          (dot4I8Packed(q.w & m, xb.z) + dot4I8Packed((q.w >> 4u) & m, xb.w)));
-}
-
-// One chunk of the team's four columns as loaded: raw weight vec4s and the words holding their 16-bit scale
-// and bias; converted only when used, so the loads stay in flight (across the prologue for the first one).
-struct X8Stage {
-  q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>,
-  sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32>,
 }
 
 fn x8_stage(cs: vec4<u32>, ci: u32, cpr: u32, gpr: u32) -> X8Stage {

@@ -47,23 +47,7 @@ var<workgroup> red: array<f32, 4u * (WG / SGS)>;   // [slot][subgroup]: partial 
 var<workgroup> xq: array<vec4<u32>, XW * XR>;       // [slot][K / 16]: int8 x
 var<workgroup> xs: array<vec2<f32>, (XW / 2u) * XR>; // [slot][K / 32]: (sx, Σx) per chunk
 
-#include "lib/x8_row.wgsl"
-
-// Σ q_w·q_x of one chunk: 4 weight words against their 8 int8 x words (exact in i32).
-fn idot(q: vec4<u32>, xa: vec4<u32>, xb: vec4<u32>) -> i32 {
-  let m = 0x0f0f0f0fu;
-  return ((dot4I8Packed(q.x & m, xa.x) + dot4I8Packed((q.x >> 4u) & m, xa.y)) +
-          (dot4I8Packed(q.y & m, xa.z) + dot4I8Packed((q.y >> 4u) & m, xa.w))) +
-         ((dot4I8Packed(q.z & m, xb.x) + dot4I8Packed((q.z >> 4u) & m, xb.y)) +
-          (dot4I8Packed(q.w & m, xb.z) + dot4I8Packed((q.w >> 4u) & m, xb.w)));
-}
-
-// One chunk of the team's 4 rows as loaded: raw weight vec4s and the words holding their 16-bit scale and
-// bias; converted only when used, so the loads stay in flight.
-struct X8Stage {
-  q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>,
-  sw: vec4<u32>, bw: vec4<u32>, gi: vec4<u32>,
-}
+#include "lib/x8_vec.wgsl"
 
 fn x8_stage(rows: vec4<u32>, ci: u32, cpr: u32) -> X8Stage {
   let gi = rows * (params.K / GS) + vec4<u32>((ci * 32u) / GS);
