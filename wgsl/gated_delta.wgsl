@@ -10,7 +10,7 @@
 // its slot; it is written back after the unit's last row.
 // Bindings:  rows    (R)                               step rows: pos, slot of each unit's first row
 //            conv    (R, 2·nk·DK + nv·dv) f32           [q | k | v], heads contiguous
-//            src     (R, lds) act|f32                     z at z_off + h·dv + j, b at b_off + h, a at a_off + h
+//            src     (R, lds) act|f32                   z at z_off + h·dv + j, b at b_off + h, a at a_off + h
 //            a_log, dt_bias (nv) f32;  norm (dv) f32
 //            state   (slots, nv, DK, dv) f32            S[i, j] at (i, j)
 //            out     (R, nv·dv) f32
@@ -21,9 +21,10 @@
 // Qwen3-Next (dk = dv = 128): P = 2, WG = 256, 64 S values per lane; decode grid (D, 32).
 // Raw o goes to `out`; after the unit, teams of TS lanes normalise its rows in place (mean over dv needs the
 // whole head, hence one workgroup per head rather than blocks of dv).
-// Serial over tokens: a chunked (WY) form for prefill is the later speed-up.
+// Serial over tokens: prefill segments take the chunked (WY) form, gated_delta_chunk_*.wgsl, instead.
 // Defines: DK (key head dim), P (lanes per column): the private S rows need a const-expression length.
 #include "lib/common.wgsl"
+#include "lib/delta.wgsl"
 
 override WG: u32 = 256;  // P · DVP
 override DVP: u32 = 128;
@@ -63,13 +64,6 @@ var<workgroup> qk: array<f32, 4u * DK>;  // two buffers of [q | k]
 var<workgroup> red: array<f32, WG>;      // per-lane partials: Sᵀk, then the norm pass's sums
 var<workgroup> red_o: array<f32, WG>;    // per-lane partials of Sᵀq
 var<workgroup> red_n: array<f32, 2u * P>;  // Σk², Σq² partials per p
-
-// log(1 + e^x) without overflow, and without losing e^x ≪ 1 to the 1 + (no log1p in WGSL).
-fn softplus(x: f32) -> f32 {
-  let e = exp(-abs(x));
-  let l = select(log(1.0 + e), e * (1.0 - e * (0.5 - e / 3.0)), e < 1e-3);
-  return max(x, 0.0) + l;
-}
 
 // Raw q and k of row r (key head kh) into qk[dst ..].
 fn stage(r: u32, kh: u32, width: u32, dst: u32, lid: u32) {

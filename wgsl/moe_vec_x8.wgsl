@@ -24,6 +24,11 @@
 // quantizes the row's k pair rows of h (XR = k), then its teams take the items (pair j, 4 columns) j-major.
 // A pair's bits are the same whichever slot or block it takes, under COMBINE or not (for the same T and K),
 // and never depend on M or the other rows.
+// ROUTE (GATE_UP, one decode row, one shard): no ids in; each workgroup picks the row's experts from its
+// router logits itself (lib/topk.wgsl with subgroups, WG lanes as moe_route.wgsl's) and serves pair y;
+// workgroup (0, 0) writes ids and weights (rows, k) for down. One dispatch less a layer; the bits of
+// moe_route.wgsl then this kernel.
+// Bindings (ROUTE): logits (rows, E) f32; ids (rows, k) u32, weights (rows, k) f32 written.
 // Params, bindings and the pieces shared with moe_vec.wgsl (team rows, pair blocks, stores, COMBINE's
 // load and sum): lib/moe_vec.wgsl.
 #include "lib/common.wgsl"
@@ -48,6 +53,12 @@ var<workgroup> xq: array<vec4<u32>, XW * XR>;       // [slot][K / 16]: int8 x
 var<workgroup> xs: array<vec2<f32>, (XW / 2u) * XR>; // [slot][K / 32]: (sx, Σx) per chunk
 
 #include "lib/x8_vec.wgsl"
+#ifdef ROUTE
+#define TOPK_SUBGROUPS
+const MAX_E: u32 = 512u;
+const MAX_K: u32 = 16u;
+#include "lib/topk.wgsl"
+#endif
 
 fn x8_stage(rows: vec4<u32>, ci: u32, cpr: u32) -> X8Stage {
   let gi = rows * (params.K / GS) + vec4<u32>((ci * 32u) / GS);
@@ -85,6 +96,21 @@ fn team_sum(v: vec4<f32>) -> vec4<f32> {
   return s;
 }
 
+#ifdef COMBINE
+// x8_row's quantization of `words` consecutive words from vec4 xb into slots 0, 1, ... (a row's k pair rows
+// are consecutive and groups never straddle rows: the bits of one x8_row per slot), two words a lane loaded
+// before either is used, so the rows' load latencies overlap.
+fn x8_span(xb: u32, words: u32, lid: u32) {
+  for (var w0 = 0u; w0 < words; w0 += 2u * WG) {
+    let i = vec2<u32>(w0 + lid, w0 + WG + lid);
+    let c = min(i, vec2<u32>(words - 1u));
+    let g0 = x8_group(x[xb + 2u * c.x], x[xb + 2u * c.x + 1u]);
+    let g1 = x8_group(x[xb + 2u * c.y], x[xb + 2u * c.y + 1u]);
+    x8_store(i.x < words, c.x, g0);
+    x8_store(i.y < words, c.y, g1);
+  }
+}
+#endif
 #ifndef COMBINE
 // Slot j's norm factor from its subgroups' Σx² (in order), else 1. After the block's barrier.
 fn factor(j: u32) -> f32 {
@@ -97,10 +123,32 @@ fn factor(j: u32) -> f32 {
 #endif
 }
 
+// The block's n rows of x (from vec4s xb) into slots 0 .. n − 1, with their subgroups' Σx² under NORM.
+fn quantize_block(xb: vec4<u32>, n: u32, lid: u32) {
+  for (var j = 0u; j < n; j++) {
+#ifdef NORM
+    let t = subgroupAdd(x8_row(j, xb[j], lid));
+    if (lid % SGS == 0u) { red[j * (WG / SGS) + lid / SGS] = t; }
+#else
+    _ = x8_row(j, xb[j], lid);
+#endif
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let q0 = wid.y;
+#ifdef ROUTE
+  // One decode row (P0 = row·k): every workgroup routes it (moe_route.wgsl's code and WG: the same bits);
+  // workgroup (0, 0) stores the ids and weights for the down kernel. e only addresses weights.
+  let r = params.P0 / params.pairs;
+  for (var i = lid; i < params.E; i += WG) { tk_p[i] = logits[r * params.E + i]; }
+  workgroupBarrier();
+  route_row(r, params.E, params.pairs, params.renorm != 0u, lid, wid.x == 0u && q0 == 0u);
+  let e = tk_ids[q0];
+#else
   let e = ids[params.P0 + q0];
+#endif
   // ids is read-only, so values read at uniform indices are uniform: the exits, the blocks and their
   // quantization below are the same for the whole workgroup (barriers and shuffles stay legal).
   if (!serves(e, q0)) { return; }
@@ -118,14 +166,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = (blk / vec4<u32>(params.kdiv)) * (params.K / 4u);
     // The first chunk's weights are requested before the quantization, whose latency they overlap.
     var cur = x8_stage(rows, min(lane, cpr - 1u), cpr);
-    for (var j = 0u; j < n; j++) {
-#ifdef NORM
-      let t = subgroupAdd(x8_row(j, xb[j], lid));
-      if (lid % SGS == 0u) { red[j * (WG / SGS) + lid / SGS] = t; }
-#else
-      _ = x8_row(j, xb[j], lid);
-#endif
-    }
+    quantize_block(xb, n, lid);
     workgroupBarrier();
     // Slot by slot, the same code whatever n is: a pair's bits never depend on the other pairs.
     var a0 = vec4<f32>(0.0);
@@ -161,7 +202,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let n0 = wid.x * CB;
   let res = combine_load(r, n0, lid);
   // The row's k pair rows of h, quantized into slots 0 .. k − 1.
-  for (var j = 0u; j < k; j++) { _ = x8_row(j, (r * k + j) * (params.K / 4u), lid); }
+  // The row's k pair rows of h, quantized into slots 0 .. k − 1.
+  x8_span((r * k) * (params.K / 4u), k * (params.K / 8u), lid);
   workgroupBarrier();
   // Uniform trip count (shuffles); teams past the last item redo it and store nothing.
   for (var i0 = 0u; i0 < items; i0 += WG / T) {

@@ -52,7 +52,8 @@ export function parseCli(args: string[]): ConvertOptions {
 const USAGE = `usage: npm run convert -- --hf DIR --out DIR [--bits 4|8] [--group-size 32|64|128] [--force]
        [--max-shard-bytes N]
 Quantizes a Hugging Face checkpoint (bf16/f16/f32 safetensors) into the mlx-lm layout: --bits 4, group 64
-and 5 GiB files by default, as mlx-lm; --force overwrites a non-empty --out.`;
+and 5 GiB files by default, as mlx-lm; --force overwrites a non-empty --out. Fused expert stacks become
+switch_mlp stacks; multimodal wrappers (Qwen3.5 / 3.6) keep their text model only (vision tower dropped).`;
 
 if (import.meta.main) {
   if (Deno.args.includes("--help") || Deno.args.includes("-h")) {

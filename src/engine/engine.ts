@@ -57,6 +57,11 @@ export interface EngineOptions {
   /** Bytes the KV pool may use (default 4 GiB). */
   kvBudget?: number;
   /**
+   * Sliding-window layers keep a ring of pages per slot, the window and a step's rows (default true); false:
+   * pool pages for the whole context like full layers (the layout the ring is tested against).
+   */
+  kvRing?: boolean;
+  /**
    * KV cache element type (default "act": f16, or f32 without shader-f16). "q8": 8-bit codes with a scale
    * per 32 values, quantized as K/V are written: 1.125 bytes per value instead of 2, so twice the context
    * fits and long-context attention reads about half the bytes (quality: bench/NOTES.md).
@@ -174,8 +179,17 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
-    const { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, cap } =
-      engineSizes(config, gpu, kvType, opts);
+    const {
+      maxBatch,
+      pageSize,
+      prefillChunk,
+      soloPrefillChunk,
+      contextWindow,
+      maxPages,
+      numPages,
+      ring,
+      cap,
+    } = engineSizes(config, gpu, kvType, opts);
     const kv = new KvPool(gpu, {
       layers: kvLayerCount(config),
       nkv: d.nkv,
@@ -185,6 +199,7 @@ export class Engine {
       maxSlots: maxBatch,
       maxPages,
       type: kvType,
+      ...(ring ? { ring } : {}),
     });
     const recurrent = new RecurrentState(gpu, config, maxBatch);
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);

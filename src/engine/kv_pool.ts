@@ -2,12 +2,14 @@
  * The paged KV cache: one pool of fixed-size pages per layer, allocated once; a sequence owns a row of the
  * page table (slot → page ids) and attention reads through it. Batching, prefix sharing and rollback
  * (truncate a length) never copy KV. Pages are reference-counted: a page of a cached prefix
- * (prefix_cache.ts) is held by the cache and by every sequence whose table points at it.
+ * (prefix_cache.ts) is held by the cache and by every sequence whose table points at it. Sliding-window
+ * layers (`shape.ring`) keep a fixed ring of pages per slot instead (kv_ring.ts), outside the pool.
  * @module
  */
 import { CapacityError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { kv8Block } from "../ops/kv8.ts";
+import { KvRing } from "./kv_ring.ts";
 
 /** KV cache element type: the activation dtype (f16, or f32 without shader-f16), or 8-bit codes + scales. */
 export type KvCacheType = "act" | "q8";
@@ -23,6 +25,8 @@ export interface KvShape {
   maxPages: number;
   /** Default "act". */
   type?: KvCacheType;
+  /** Sliding-window layers (indexes among `layers`) keeping `pages` ring pages per slot (kv_ring.ts). */
+  ring?: { layers: number[]; pages: number };
 }
 
 /**
@@ -40,13 +44,18 @@ export function kvBytesPerToken(nkv: number, hd: number, type: KvCacheType, f16:
 }
 
 export class KvPool {
-  /** Per layer: (pages, 2, nkv, ps, hd) act — K then V inside each page — or the same layout in q8 codes. */
+  /**
+   * Per layer: (pages, 2, nkv, ps, hd) act — K then V inside each page — or the same layout in q8 codes; a
+   * ring layer's buffer is its ring's.
+   */
   readonly layers: GPUBuffer[];
   /** Per layer, q8 only: (pages, 2, nkv, ps, hd/QB) f32 scales (src/lab/ref/kv8.ts). */
   readonly scales: GPUBuffer[] | null;
   /** (maxSlots, maxPages) u32. */
   readonly pageTable: GPUBuffer;
-  /** Bytes of one page across all layers (K, V and q8 scales). */
+  /** Sliding-window layers' rings (null: every layer keeps pool pages). */
+  readonly ring: KvRing | null;
+  /** Bytes of one pool page across the layers that keep pool pages (K, V and q8 scales). */
   readonly bytesPerPage: number;
   /** Per layer: bytes of one page in `layers[l]`, and in `scales[l]` (0 without q8). */
   readonly pageValueBytes: number;
@@ -65,27 +74,41 @@ export class KvPool {
     const type = shape.type ?? "act";
     this.pageValueBytes = kvValueBytesPerToken(shape.nkv, shape.hd, type, gpu.info.f16) * shape.pageSize;
     this.pageScaleBytes = type === "q8" ? (this.pageValueBytes / kv8Block(shape.hd)) * 4 : 0;
-    this.bytesPerPage = shape.layers * (this.pageValueBytes + this.pageScaleBytes);
-    const layerBytes = this.pageValueBytes * shape.numPages;
+    const ringLayers = shape.ring?.layers ?? [];
+    this.bytesPerPage = (shape.layers - ringLayers.length) * (this.pageValueBytes + this.pageScaleBytes);
+    const R = shape.ring?.pages ?? 0;
+    const layerBytes = this.pageValueBytes * Math.max(shape.numPages, R * shape.maxSlots);
     if (layerBytes > gpu.info.maxBinding) {
       throw new CapacityError(
         `KV pool of ${shape.numPages} pages needs ${layerBytes} bytes per layer, ` +
           `over the ${gpu.info.maxBinding}-byte binding limit`,
       );
     }
+    this.ring = shape.ring
+      ? new KvRing(gpu, {
+        layers: ringLayers.length,
+        pages: R,
+        slots: shape.maxSlots,
+        maxPages: shape.maxPages,
+        pageValueBytes: this.pageValueBytes,
+        pageScaleBytes: this.pageScaleBytes,
+      })
+      : null;
     // Copies in and out: the prefix cache's second tier (prefix_store.ts).
     const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+    const make = (l: number, label: string, pageBytes: number, ring: GPUBuffer[] | undefined) => {
+      const r = ringLayers.indexOf(l);
+      return r >= 0 ? ring![r] : gpu.memory.create("kv", { label, size: pageBytes * shape.numPages, usage });
+    };
     this.layers = Array.from(
       { length: shape.layers },
-      (_, l) => gpu.memory.create("kv", { label: `kv.${l}`, size: layerBytes, usage }),
+      (_, l) => make(l, `kv.${l}`, this.pageValueBytes, this.ring?.values),
     );
     this.scales = type === "q8"
-      ? Array.from({ length: shape.layers }, (_, l) =>
-        gpu.memory.create("kv", {
-          label: `kv_scale.${l}`,
-          size: this.pageScaleBytes * shape.numPages,
-          usage,
-        }))
+      ? Array.from(
+        { length: shape.layers },
+        (_, l) => make(l, `kv_scale.${l}`, this.pageScaleBytes, this.ring?.scales ?? undefined),
+      )
       : null;
     this.pageTable = gpu.memory.create("kv", {
       label: "page_table",
@@ -96,6 +119,11 @@ export class KvPool {
     this.#refs = new Uint16Array(shape.numPages);
     // Highest ids first so pop() hands out low ids: deterministic layouts make runs repeatable.
     this.#free = Array.from({ length: shape.numPages }, (_, i) => shape.numPages - 1 - i);
+  }
+
+  /** The page table layer `l`'s attention reads through: the ring's for a ring layer. */
+  tableOf(l: number): GPUBuffer {
+    return this.ring && this.shape.ring!.layers.includes(l) ? this.ring.table : this.pageTable;
   }
 
   get freePages(): number {
@@ -192,7 +220,9 @@ export class KvPool {
   }
 
   destroy(): void {
-    for (const b of [...this.layers, ...(this.scales ?? [])]) this.gpu.memory.destroy(b);
+    const ring = new Set([...(this.ring?.values ?? []), ...(this.ring?.scales ?? [])]);
+    for (const b of [...this.layers, ...(this.scales ?? [])]) if (!ring.has(b)) this.gpu.memory.destroy(b);
+    this.ring?.destroy();
     this.gpu.memory.destroy(this.pageTable);
   }
 }

@@ -17,7 +17,7 @@ export class PrefixReuse {
   readonly cache: PrefixCache | null;
   /** The second tier (a folder of page files), when given a folder. */
   readonly store: PrefixStore | null;
-  /** Recurrent layers' snapshots (hybrid models; null otherwise). */
+  /** Recurrent layers' and KV rings' snapshots (hybrid and sliding-window models; null otherwise). */
   readonly states: PrefixStates | null;
   /** Snapshots saved by sequences whose pages are not registered yet. */
   readonly #pending = new Map<Seq, { id: number; at: number }>();
@@ -26,16 +26,26 @@ export class PrefixReuse {
   #storeOpen: Promise<void> | null = null;
 
   /**
-   * `recurrent`: the model's per-slot recurrent state, snapshotted for the cache (2 per slot); such models
-   * keep no second tier (page files hold no state).
+   * `recurrent`: the model's per-slot recurrent state, snapshotted for the cache (2 per slot) with the KV
+   * rings' window (`window` tokens); such models keep no second tier (page files hold no state).
    */
-  constructor(readonly kv: KvPool, opts: SchedulerOptions, recurrent: RecurrentState | null = null) {
+  constructor(
+    readonly kv: KvPool,
+    opts: SchedulerOptions,
+    recurrent: RecurrentState | null = null,
+    window = 0,
+  ) {
     const budget = opts.prefixCacheBytes === undefined
       ? kv.shape.numPages
       : Math.min(kv.shape.numPages, Math.floor(opts.prefixCacheBytes / kv.bytesPerPage));
     this.cache = budget > 0 ? new PrefixCache(kv, budget) : null;
-    this.states = this.cache && recurrent ? new PrefixStates(recurrent, 2 * recurrent.slots) : null;
-    const f = recurrent ? undefined : opts.prefixFolder;
+    const stateful = recurrent !== null || kv.ring !== null;
+    // A ring snapshot keeps the pages rows after its boundary can see (up to the whole ring).
+    const keep = Math.min(kv.shape.ring?.pages ?? 0, Math.ceil(window / kv.shape.pageSize));
+    this.states = this.cache && stateful
+      ? new PrefixStates(recurrent, 2 * kv.shape.maxSlots, kv.ring, keep)
+      : null;
+    const f = stateful ? undefined : opts.prefixFolder;
     this.store = f && this.cache
       ? new PrefixStore(kv, this.cache, f.folder, f.fingerprint, f.budgetBytes)
       : null;
@@ -59,7 +69,7 @@ export class PrefixReuse {
   afterChunk(enc: GPUCommandEncoder, s: Seq, end: number): void {
     const st = this.states;
     if (!st || end === 0 || end !== st.boundary(s.req.prompt.length, this.kv.shape.pageSize)) return;
-    const id = st.save(enc, s.slot);
+    const id = st.save(enc, s.slot, end / this.kv.shape.pageSize);
     if (id !== null) this.#pending.set(s, { id, at: end });
   }
 
@@ -94,7 +104,7 @@ export class PrefixReuse {
     if (nodes.length) {
       const gpu = this.kv.gpu;
       const enc = gpu.device.createCommandEncoder({ label: "prefix state" });
-      this.states!.restore(enc, nodes[nodes.length - 1], s.slot);
+      this.states!.restore(enc, nodes[nodes.length - 1], s.slot, nodes.length);
       gpu.device.queue.submit([enc.finish()]);
     }
     return nodes;

@@ -5,38 +5,64 @@
  * page boundary (the prefill chunk is cut there), into a snapshot that joins that page's cache node when the
  * pages are registered; a later prompt that matches the run resumes at the deepest node holding one, its
  * slot's state restored from the snapshot. Snapshots live in a preallocated pool, least recently used
- * given up first; a node without one is only a path to deeper ones.
+ * given up first; a node without one is only a path to deeper ones. Sliding-window layers' KV rings
+ * (kv_ring.ts) are per-slot state too: a snapshot also keeps the ring pages the window before its boundary
+ * covers, copied back into the resuming slot's ring.
  * @module
  */
 import { type CacheNode, reusablePages } from "./prefix_cache.ts";
+import { deltaChunkLen } from "../ops/recurrent.ts";
+import { type KvRing, RingSnapshots } from "./kv_ring.ts";
 import { RecurrentState } from "./recurrent.ts";
 
 export class PrefixStates {
-  readonly #pool: RecurrentState;
+  readonly #pool: RecurrentState | null;
+  readonly #rings: RingSnapshots | null;
   #free: number[];
   /** Snapshot id → the cache node holding it. */
   #held = new Map<number, CacheNode>();
 
-  constructor(readonly state: RecurrentState, readonly count: number) {
-    this.#pool = new RecurrentState(state.gpu, state.config, count, "snapshot");
+  /** Tokens per chunk of the chunked DeltaNet prefill (1 without DeltaNet layers). */
+  readonly #chunk: number;
+
+  /**
+   * `state`: the recurrent layers' (null: none); `ring`: sliding layers' rings and the pages of a window
+   * (`ringKeep`) a snapshot keeps of them.
+   */
+  constructor(
+    readonly state: RecurrentState | null,
+    readonly count: number,
+    ring: KvRing | null = null,
+    ringKeep = 0,
+  ) {
+    this.#pool = state && new RecurrentState(state.gpu, state.config, count, "snapshot");
+    this.#rings = ring && new RingSnapshots(ring, count, ringKeep);
+    const d = state?.config.hybrid?.deltanet;
+    this.#chunk = d ? deltaChunkLen(state.gpu.info, d.dk, d.dv) : 1;
     this.#free = Array.from({ length: count }, (_, i) => count - 1 - i);
   }
 
   /** Bytes of the snapshot pool. */
   get bytes(): number {
-    return this.count * this.state.bytesPerSlot;
-  }
-
-  /** Where a prompt of `n` tokens saves its state: its last full page boundary (0: none). */
-  boundary(n: number, pageSize: number): number {
-    return reusablePages(n, pageSize) * pageSize;
+    return this.count * (this.state?.bytesPerSlot ?? 0) + (this.#rings?.bytes ?? 0);
   }
 
   /**
-   * Encodes a copy of `slot`'s state into a snapshot (giving up the least recently used node's when none is
-   * free) and returns its id; null when every snapshot is pending in other sequences.
+   * Where a prompt of `n` tokens saves its state: its last full page boundary that is also a chunk boundary
+   * of the chunked DeltaNet prefill (0: none), so a resumed prompt's chunks, and so its bits, are those of
+   * a run without the cache.
    */
-  save(enc: GPUCommandEncoder, slot: number): number | null {
+  boundary(n: number, pageSize: number): number {
+    const unit = lcm(pageSize, this.#chunk);
+    return Math.floor((reusablePages(n, pageSize) * pageSize) / unit) * unit;
+  }
+
+  /**
+   * Encodes a copy of `slot`'s state at page boundary `page` into a snapshot (giving up the least recently
+   * used node's when none is free) and returns its id; null when every snapshot is pending in other
+   * sequences.
+   */
+  save(enc: GPUCommandEncoder, slot: number, page: number): number | null {
     let id = this.#free.pop();
     if (id === undefined) {
       let lru: [number, CacheNode] | null = null;
@@ -46,7 +72,8 @@ export class PrefixStates {
       this.#held.delete(id);
       lru[1].state = undefined;
     }
-    this.state.encodeCopy(enc, slot, this.#pool, id);
+    if (this.state) this.state.encodeCopy(enc, slot, this.#pool!, id);
+    this.#rings?.encode(enc, slot, id, page);
     return id;
   }
 
@@ -76,12 +103,20 @@ export class PrefixStates {
     return nodes.slice(0, n);
   }
 
-  /** Encodes the copy of `node`'s snapshot into `slot`'s state. */
-  restore(enc: GPUCommandEncoder, node: CacheNode, slot: number): void {
-    this.#pool.encodeCopy(enc, node.state as number, this.state, slot);
+  /** Encodes the copy of `node`'s snapshot, taken at page boundary `page`, into `slot`'s state. */
+  restore(enc: GPUCommandEncoder, node: CacheNode, slot: number, page: number): void {
+    if (this.state) this.#pool!.encodeCopy(enc, node.state as number, this.state, slot);
+    this.#rings?.encode(enc, slot, node.state as number, page, true);
   }
 
   destroy(): void {
-    this.#pool.destroy();
+    this.#pool?.destroy();
+    this.#rings?.destroy();
   }
+}
+
+function lcm(a: number, b: number): number {
+  let x = a, y = b;
+  while (y) [x, y] = [y, x % y];
+  return (a / x) * b;
 }

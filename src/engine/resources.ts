@@ -7,6 +7,7 @@ import type { Gpu } from "../gpu/device.ts";
 import type { HybridDims } from "../models/model.ts";
 import { splitKRows } from "../ops/matmul.ts";
 import { allocMoeGroups, type MoeGroups } from "../ops/moe.ts";
+import { deltaChunkLen, deltaScratchBytes } from "../ops/recurrent.ts";
 
 export interface Dims {
   hidden: number;
@@ -59,6 +60,9 @@ export interface HybridActivations {
   mixWidth?: number;
   conv?: GPUBuffer; // (rows, conv channels) f32: the causal conv's output
   delta?: GPUBuffer; // (rows, nv·dv) f32: the gated DeltaNet's normed, gated output
+  // The chunked delta rule's scratch for a prefill segment of ≤ rows (src/ops/recurrent.ts): per chunk of C
+  // positions, [W | U] (nv, C, dk + dv) f32, gates (nv, C) vec4<f32>, starting state (nv, dk, dv) f32.
+  deltaScratch?: GPUBuffer;
   moe?: {
     router: GPUBuffer; // (rows, E) f32
     ids: GPUBuffer; // (rows, k) u32
@@ -79,13 +83,17 @@ export function mixWidth(d: Dims, h: HybridDims): number {
 }
 
 /** Bytes per row of the widest hybrid activation (the storage-binding fit of a prefill chunk). */
-function hybridRowBytes(d: Dims, h: HybridDims | undefined): number {
+function hybridRowBytes(d: Dims, h: HybridDims | undefined, gpu: Pick<Gpu, "info">): number {
   if (!h) return 0;
   const m = h.moe;
+  const dn = h.deltanet;
+  // The delta scratch's largest region per row: [W | U], or the chunks' starting states (C ≥ 16).
+  const C = dn ? deltaChunkLen(gpu.info, dn.dk, dn.dv) : 1;
   return Math.max(
     mixWidth(d, h) * 4,
     m ? m.topK * Math.max(m.intermediate, d.hidden) * 4 : 0,
-    h.deltanet ? (2 * h.deltanet.nk * h.deltanet.dk + h.deltanet.nv * h.deltanet.dv) * 4 : 0,
+    dn ? (2 * dn.nk * dn.dk + dn.nv * dn.dv) * 4 : 0,
+    dn ? dn.nv * Math.max(dn.dk + dn.dv, Math.ceil(dn.dk * dn.dv / C)) * 4 : 0,
   );
 }
 
@@ -137,7 +145,12 @@ function allocHybrid(
   const dn = h.deltanet;
   const convC = Math.max(dn ? 2 * dn.nk * dn.dk + dn.nv * dn.dv : 0, h.shortConv ? d.hidden : 0);
   if (convC) out.conv = mk("conv", R * convC * 4);
-  if (dn) out.delta = mk("delta", R * dn.nv * dn.dv * 4);
+  if (dn) {
+    out.delta = mk("delta", R * dn.nv * dn.dv * 4);
+    if (gpu.profile.deltaNet.chunked) {
+      out.deltaScratch = mk("delta_scratch", deltaScratchBytes(dn, deltaChunkLen(gpu.info, dn.dk, dn.dv), R));
+    }
+  }
   const m = h.moe;
   if (m) {
     out.moe = {
@@ -173,8 +186,9 @@ export function soloRowsFit(
     2 * d.intermediate * ab,
     d.intermediate * 4,
     (splitKRows(gpu.profile, 2048) / 2048) * d.hidden * 4,
-    hybridRowBytes(d, hybrid),
+    hybridRowBytes(d, hybrid, gpu),
   );
-  const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch;
+  // The delta scratch holds two chunks (≤ 2·64 rows) more than its rows: a segment may start mid-chunk.
+  const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch - (hybrid?.deltanet ? 128 : 0);
   return Math.max(64, Math.min(2048, fit - (fit % 64)));
 }

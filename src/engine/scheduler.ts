@@ -65,7 +65,7 @@ export class Scheduler {
   constructor(readonly engine: Engine, opts: SchedulerOptions = {}) {
     this.stepsPerSubmit = opts.stepsPerSubmit ?? 16;
     this.headStart = opts.headStart ?? true;
-    this.prefix = new PrefixReuse(engine.kv, opts, engine.recurrent);
+    this.prefix = new PrefixReuse(engine.kv, opts, engine.recurrent, engine.config.hybrid?.window);
   }
 
   /** The prefix cache (null when off) and its second tier (null without a folder). */

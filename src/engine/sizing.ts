@@ -1,13 +1,15 @@
 /**
  * The engine's load-time sizes: batch, page size, prefill chunks, the context window the KV budget and the
- * storage-binding limit allow, the KV pool's pages, and the capacities the activation buffers are made for.
+ * storage-binding limit allow, the KV pool's pages, sliding layers' KV rings, and the capacities the
+ * activation buffers are made for.
  * @module
  */
 import { CapacityError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
-import type { ArchConfig } from "../models/model.ts";
+import { type ArchConfig, keepsKv, layerSpec } from "../models/model.ts";
 import type { EngineOptions } from "./engine.ts";
 import { kvBytesPerToken, type KvCacheType, kvValueBytesPerToken } from "./kv_pool.ts";
+import { ringPages } from "./kv_ring.ts";
 import { kvLayerCount } from "./recurrent.ts";
 import { type Capacity, soloRowsFit } from "./resources.ts";
 
@@ -22,6 +24,8 @@ export interface EngineSizes {
   /** KV pages of one sequence at the full context window, and of the whole pool. */
   maxPages: number;
   numPages: number;
+  /** Sliding-window layers' rings (indexes among the KV layers, pages per slot); null: none. */
+  ring: { layers: number[]; pages: number } | null;
   /** What the activation buffers are allocated for (allocActivations). */
   cap: Capacity;
 }
@@ -49,28 +53,46 @@ export function engineSizes(
   const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
   const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
   const budget = opts.kvBudget ?? 4 * 2 ** 30;
-  // Only attention layers keep KV pages (recurrent layers' state is per slot, recurrent.ts).
+  const rows = soloPrefillChunk + maxBatch;
+  // Only attention layers keep KV pages (recurrent layers' state is per slot, recurrent.ts); sliding layers
+  // keep a ring per slot (kv_ring.ts), a fixed cost, when it is smaller than the context.
   const kvLayers = kvLayerCount(config);
-  // One sequence must fit: per-layer pool under the binding limit, whole pool under the budget.
-  const fitTokens = Math.floor(
-    Math.min(gpu.info.maxBinding / bindingPerToken, budget / (bytesPerToken * kvLayers)),
-  );
-  const want = opts.contextWindow ?? config.maxPosition;
-  const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
+  const window = config.hybrid?.window ?? 0;
+  const sliding = Array.from({ length: config.dims.layers }, (_, i) => layerSpec(config, i))
+    .filter(keepsKv)
+    .flatMap((s, i) => s.mixer === "sliding_attention" ? [i] : []);
+  const fit = (ring: { layers: number[]; pages: number } | null) => {
+    const ringBytes = ring ? ring.layers.length * maxBatch * ring.pages * pageSize * bytesPerToken : 0;
+    const poolLayers = kvLayers - (ring?.layers.length ?? 0);
+    // One sequence must fit: per-layer pool under the binding limit, whole pool and rings under the budget.
+    const fitTokens = Math.floor(
+      Math.min(gpu.info.maxBinding / bindingPerToken, (budget - ringBytes) / (bytesPerToken * poolLayers)),
+    );
+    const want = opts.contextWindow ?? config.maxPosition;
+    const contextWindow = Math.min(want, config.maxPosition, fitTokens - (fitTokens % pageSize));
+    const maxPages = Math.ceil(contextWindow / pageSize);
+    const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
+    const numPages = Math.max(maxPages, Math.floor(poolTokens / pageSize));
+    const fits = !ring ||
+      (ring.pages < maxPages && ringBytes < budget &&
+        maxBatch * ring.pages * pageSize * bindingPerToken <= gpu.info.maxBinding);
+    return { contextWindow, maxPages, numPages, ring, fits };
+  };
+  const ringWanted = sliding.length && window > 0 && opts.kvRing !== false
+    ? fit({ layers: sliding, pages: ringPages(window, rows, pageSize) })
+    : null;
+  const { contextWindow, maxPages, numPages, ring } = ringWanted?.fits ? ringWanted : fit(null);
   if (opts.contextWindow && contextWindow < opts.contextWindow) {
     throw new CapacityError(
       `context window ${opts.contextWindow} does not fit: at most ${contextWindow} tokens ` +
         `(model maximum ${config.maxPosition}, KV budget ${budget} bytes)`,
     );
   }
-  const maxPages = Math.ceil(contextWindow / pageSize);
-  const poolTokens = Math.min(fitTokens, contextWindow * maxBatch);
-  const numPages = Math.max(maxPages, Math.floor(poolTokens / pageSize));
   const cap = {
-    rows: soloPrefillChunk + maxBatch,
+    rows,
     decodeRows: maxBatch,
     logitRows: opts.logitRows ?? Math.max(maxBatch, 16),
     context: contextWindow,
   };
-  return { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, cap };
+  return { maxBatch, pageSize, prefillChunk, soloPrefillChunk, contextWindow, maxPages, numPages, ring, cap };
 }

@@ -273,7 +273,7 @@ export class StepGraph {
     if (kl < 0) throw new ShapeError(`layer ${layer} keeps no KV pages`);
     const common = {
       rows: acts.rows,
-      pages: kv.pageTable,
+      pages: kv.tableOf(kl),
       kv: kv.layers[kl],
       kvScale: kv.scales?.[kl],
       nq: dims.nq,
@@ -312,7 +312,12 @@ export class StepGraph {
         maxSplit: acts.maxSplit,
       });
     }
+    const ring = kv.tableOf(kl) !== kv.pageTable ? kv.shape.ring!.pages * kv.shape.pageSize : Infinity;
     for (const s of this.layout.segments) {
+      // A segment writes all its keys before reading: they and the window must fit the ring (kv_ring.ts).
+      if ((opts.window ?? Infinity) + s.len - 1 > ring) {
+        throw new ShapeError(`a ${s.len}-row segment overruns layer ${layer}'s KV ring`);
+      }
       await attentionPrefill(this.ctx, {
         ...common,
         q: acts.q,

@@ -8,7 +8,8 @@
 import { ShapeError } from "../errors.ts";
 import type { LinearGroup } from "../loader/weights.ts";
 import type { ExpertLinear } from "../ops/linear.ts";
-import { moeCombine, moeDown, moeDownCanCombine, moeGateUp, moeGroup, moeRoute } from "../ops/moe.ts";
+import { moeCombine, moeDown, moeDownCanCombine, moeGateUp, moeGateUpRoutes, moeGroup } from "../ops/moe.ts";
+import { moeRoute } from "../ops/moe_route.ts";
 import { causalConv, gatedDelta, type Units } from "../ops/recurrent.ts";
 import { sigmoidGate } from "../ops/gate.ts";
 import { rmsNorm } from "../ops/norm.ts";
@@ -122,6 +123,7 @@ export async function deltaNet(
     dv,
     rows,
     units,
+    ...(dn.deltaScratch ? { scratch: dn.deltaScratch } : {}),
   });
   await g.linear("delta", w.out_proj, "x");
 }
@@ -177,8 +179,9 @@ export interface MoeWeights {
 /**
  * x += Σ_j p_j · expert_j(n) (+ sigmoid(n · w_s) · shared(n)), n = rmsNorm(x) · ln: the router's top-k
  * experts per row, weights renormalised when the model says so. Decode rows fuse the norm into the router,
- * the shared expert and the experts' gate|up, and the weighted sum into the experts' down (a layer is four
- * dispatches without a shared expert); prefill rows group their rows by expert for tiled matmuls.
+ * the shared expert and the experts' gate|up (with the top-k, for a lone decode row on the int8-x path),
+ * and the weighted sum into the experts' down (a layer is three or four dispatches without a shared
+ * expert); prefill rows group their rows by expert for tiled matmuls.
  */
 export async function moe(g: StepGraph, ln: GPUBuffer, w: MoeWeights): Promise<void> {
   const m = g.res.acts.hybrid.moe;
@@ -191,16 +194,11 @@ export async function moe(g: StepGraph, ln: GPUBuffer, w: MoeWeights): Promise<v
   const normed = { prefillNormed: true };
   if (P > 0) await g.prefillNorm(ln);
   await g.normLinear(ln, w.gate, "router", normed);
-  await moeRoute(g.ctx, {
-    logits: m.router,
-    ids: m.ids,
-    weights: m.weights,
-    R: g.R,
-    row0: 0,
-    E,
-    k,
-    renormalize: spec.renormalize,
-  });
+  // A lone decode row is routed inside its experts' gate|up (one dispatch less); other rows here.
+  const fuse = g.D === 1 && moeGateUpRoutes(g.ctx.gpu, w.gate_up, k);
+  const route = { logits: m.router, ids: m.ids, weights: m.weights, E, k, renormalize: spec.renormalize };
+  if (!fuse) await moeRoute(g.ctx, { ...route, R: g.R, row0: 0 });
+  else if (P > 0) await moeRoute(g.ctx, { ...route, R: P, row0: g.D });
   let shared: { y: GPUBuffer; gate: GPUBuffer } | undefined;
   if (w.shared) {
     await g.normSwiGLU(ln, w.shared.gate_up, "silu", normed);
@@ -214,7 +212,10 @@ export async function moe(g: StepGraph, ln: GPUBuffer, w: MoeWeights): Promise<v
     const norm = { weight: ln, eps: dims.eps };
     const { gateUpLanes, downLanes } = g.ctx.gpu.profile.moe;
     const up = gateUpLanes ? { lanes: gateUpLanes } : {};
-    await moeGateUp(g.ctx, { ...common, ...rows, ...up, x: acts.x, w: w.gate_up, h: m.h, norm });
+    const routed = fuse
+      ? { route: { logits: m.router, weights: m.weights, E, renormalize: spec.renormalize } }
+      : {};
+    await moeGateUp(g.ctx, { ...common, ...rows, ...up, ...routed, x: acts.x, w: w.gate_up, h: m.h, norm });
     const sum = { weights: m.weights, x: acts.x, ...(shared ? { shared } : {}) };
     const down = { ...common, ...rows, ...(downLanes ? { lanes: downLanes } : {}), h: m.h, w: w.down };
     if (moeDownCanCombine(g.ctx.gpu, w.down, !!shared)) {

@@ -87,7 +87,7 @@ export interface PrefillAttentionProfile {
   quad: boolean;
 }
 
-/** MoE expert matmuls of decode rows (`moe_vec.wgsl`, src/ops/moe.ts). */
+/** MoE expert matmuls of decode rows (`moe_vec.wgsl`, `moe_vec_x8.wgsl`; src/ops/moe.ts). */
 export interface MoeProfile {
   /** Lanes per team of the gate|up and down kernels (0: chosen from K, about 4 weight units a lane). */
   gateUpLanes: number;
@@ -97,6 +97,14 @@ export interface MoeProfile {
    * integer dot products); needs dot4I8Packed and fixed-size subgroups.
    */
   int8X: boolean;
+  /** Residual columns per workgroup of the int8-x down kernel with the combine (`moe_vec_x8.wgsl`). */
+  downColumns: number;
+}
+
+/** Gated DeltaNet prefill (src/ops/recurrent.ts). */
+export interface DeltaNetProfile {
+  /** Prefill segments take the chunked (WY) kernels; else the token-by-token recurrence decode rows use. */
+  chunked: boolean;
 }
 
 export interface KernelProfile {
@@ -104,6 +112,7 @@ export interface KernelProfile {
   readonly adapter: string;
   readonly matmul: MatmulProfile;
   readonly moe: MoeProfile;
+  readonly deltaNet: DeltaNetProfile;
   readonly decodeAttention: DecodeAttentionProfile;
   readonly prefillAttention: PrefillAttentionProfile;
 }
@@ -124,7 +133,8 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     vectorInt8: { enabled: true, workgroupSize: 256, wideWorkgroupSize: 128, wideN: 4096, maxK: 8192 },
     tiled: { wideN: 4096, int8: true, wideTileMinWorkgroups: 256, splitK: 2, splitKMaxRows: 4096 },
   },
-  moe: { gateUpLanes: 0, downLanes: 0, int8X: true },
+  moe: { gateUpLanes: 0, downLanes: 0, int8X: true, downColumns: 8 },
+  deltaNet: { chunked: true },
   decodeAttention: {
     keysPerSplit: 256,
     workgroupSize: 128,

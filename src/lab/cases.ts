@@ -25,13 +25,16 @@ import { matmulSplitKCase, matmulTiledCase, matmulTiledX8Case, matmulVecCase } f
 import { moeCombineCase, moeRouteCase } from "./cases/moe.ts";
 import { moeTiledCase, moeVecCase } from "./cases/moe_matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
-import { causalConvCase, gatedDeltaCase } from "./cases/recurrent.ts";
+import { causalConvCase, gatedDeltaCase, gatedDeltaChunkCase } from "./cases/recurrent.ts";
 import { ropeCase } from "./cases/rope.ts";
 import { sampleCase, stepBeginCase } from "./cases/sample.ts";
 
 export type { KernelCase, Shape } from "./case.ts";
 
-/** All cases, one per kernel (attention_decode and attention_combine share one: they run together). */
+/**
+ * All cases, one per kernel (attention_decode and attention_combine share one, as do the three kernels of
+ * the chunked gated delta rule: they run together).
+ */
 export const CASES: readonly KernelCase[] = [
   embedCase,
   rmsNormCase,
@@ -55,6 +58,7 @@ export const CASES: readonly KernelCase[] = [
   fillCase,
   causalConvCase,
   gatedDeltaCase,
+  gatedDeltaChunkCase,
 ];
 
 /** Case for a kernel file name ("matmul_vec.wgsl", "wgsl/matmul_vec.wgsl" or "matmul_vec"). */

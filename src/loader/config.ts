@@ -233,10 +233,13 @@ export function readQuant(c: ConfigReader): QuantConfig | null {
   return { default: def, overrides };
 }
 
-/** EOS ids: the union of generation_config.json and config.json (either may be an int or a list). */
+/**
+ * EOS ids: the union of generation_config.json, config.json and its `text_config` (multimodal wrappers keep
+ * the text model's there); each may be an int or a list.
+ */
 export function readEos(config: Record<string, any>, generation: Record<string, any> | null): number[] {
   const ids = new Set<number>();
-  for (const src of [generation, config]) {
+  for (const src of [generation, config, config.text_config]) {
     const v = src?.eos_token_id;
     if (Number.isInteger(v)) ids.add(v);
     else if (Array.isArray(v)) { for (const x of v) if (Number.isInteger(x)) ids.add(x); }

@@ -3,19 +3,28 @@
  * MLX affine-quantized one in mlx-lm's layout (`P.weight` U32, `P.scales`/`P.biases` in the model dtype,
  * `{"format":"mlx"}` metadata, `quantization` + `quantization_config` in config.json).
  *
- * Streams: the output header is planned from the input headers alone, then each file is written tensor by
- * tensor; a quantized tensor is read in row chunks, and only its own (small) outputs wait in memory until
- * their turn in the name-sorted file order.
+ * Streams: the output header is planned from the input headers alone (convert_plan.ts: names, drops, fused
+ * expert stacks), then each file is written tensor by tensor; a quantized tensor is read in row chunks, and
+ * only its own (small) outputs wait in memory until their turn in the name-sorted file order.
  * @module
  */
 import { LoaderError, ValidationError } from "../errors.ts";
 import { DiskModelSource } from "../platform/deno.ts";
-import { type DType, DTYPE_BYTES, f32ToBf16, f32ToF16, readHeader, readTensorIndex } from "./safetensors.ts";
+import { DTYPE_BYTES, f32ToBf16, f32ToF16, readHeader, readTensorIndex } from "./safetensors.ts";
 import { type TensorEntry, toFloat32 } from "./safetensors.ts";
 import { AFFINE_BITS, AFFINE_GROUP_SIZES, type AffineQuantized, quantizeAffine } from "./quantize.ts";
+import {
+  type FloatDType,
+  type Job,
+  jobRows,
+  jobSource,
+  type Planned,
+  planTensors,
+  readRows,
+} from "./convert_plan.ts";
+import { textConfig } from "./nested.ts";
 
-/** Float dtypes scales/biases can be stored in. */
-export type FloatDType = "BF16" | "F16" | "F32";
+export type { FloatDType } from "./convert_plan.ts";
 
 /** Swappable quantizer (tests use it to reproduce a reference checkpoint made with other rounding). */
 export type Quantizer = (
@@ -49,7 +58,10 @@ export interface ConvertOptions {
 export interface ConvertSummary {
   quantized: number;
   copied: number;
-  /** Input tensors mlx-lm would drop (tied `lm_head.weight`, `rotary_emb.inv_freq`). */
+  /**
+   * Input tensors mlx-lm would drop: a tied `lm_head.weight`, `rotary_emb.inv_freq`, MTP heads (`mtp.*`) and
+   * a multimodal wrapper's vision tower (Flint serves text only).
+   */
   dropped: string[];
   /** Tensor data bytes read and written (headers not counted). */
   bytesIn: number;
@@ -67,14 +79,6 @@ const EXTRA_FILES =
   `tokenizer.json tokenizer_config.json generation_config.json chat_template.jinja chat_template.json
   special_tokens_map.json tokenizer.model vocab.json merges.txt added_tokens.json`.split(/\s+/);
 const FLOAT_DTYPES: Record<string, FloatDType> = { bfloat16: "BF16", float16: "F16", float32: "F32" };
-
-type Job =
-  | { kind: "copy"; src: TensorEntry }
-  | { kind: "quant"; src: TensorEntry; prefix: string; rows: number; cols: number; dtype: FloatDType };
-type Planned = { name: string; dtype: DType; shape: number[]; byteLength: number; job: Job };
-function planned(name: string, dtype: DType, shape: number[], job: Job): Planned {
-  return { name, dtype, shape, job, byteLength: shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[dtype] };
-}
 
 /** Converts one checkpoint; throws LoaderError/ValidationError naming the file and field at fault. */
 export async function convert(opts: ConvertOptions): Promise<ConvertSummary> {
@@ -95,8 +99,9 @@ export async function convert(opts: ConvertOptions): Promise<ConvertSummary> {
     const config = await readConfig(source, files);
     const tensors = await readInputTensors(source, files);
     await prepareOut(hf, out, opts.force ?? false);
-    const configDtype = FLOAT_DTYPES[config.torch_dtype ?? config.text_config?.dtype];
-    const { plan, dropped, skipped } = planTensors(tensors, config, bits, groupSize, configDtype, hf);
+    const dtype = FLOAT_DTYPES[config.torch_dtype ?? textConfig(config)?.dtype];
+    const { plan, dropped, vision, skipped } = planTensors(tensors, config, { bits, groupSize, dtype, hf });
+    if (vision) log(`dropping ${vision} vision tower tensors: Flint serves the text model only`);
     const shards = splitShards(plan, maxShard);
     const names = shards.length === 1
       ? ["model.safetensors"]
@@ -120,13 +125,13 @@ export async function convert(opts: ConvertOptions): Promise<ConvertSummary> {
 
     const jobs = [...new Set(plan.map((t) => t.job))];
     const quantJobs = jobs.filter((j) => j.kind === "quant");
-    const qElems = quantJobs.reduce((a, j) => a + j.rows * j.cols, 0);
+    const qElems = quantJobs.reduce((a, j) => a + jobRows(j) * j.cols, 0);
     const qBytes = plan.filter((t) => t.job.kind === "quant").reduce((a, t) => a + t.byteLength, 0);
     const summary: ConvertSummary = {
       quantized: quantJobs.length,
       copied: jobs.length - quantJobs.length,
       dropped,
-      bytesIn: jobs.reduce((a, j) => a + j.src.byteLength, 0),
+      bytesIn: [...new Set(jobs.map(jobSource))].reduce((a, t) => a + t.byteLength, 0),
       bytesOut: plan.reduce((a, t) => a + t.byteLength, 0),
       bitsPerWeight: qElems ? (8 * qBytes) / qElems : 0,
       files: [
@@ -141,9 +146,8 @@ export async function convert(opts: ConvertOptions): Promise<ConvertSummary> {
       `done: ${summary.quantized} tensors quantized (${bits}-bit, group ${groupSize}), ` +
         `${summary.copied} copied` +
         (dropped.length ? `, ${dropped.length} dropped` : "") +
-        (skipped
-          ? ` (${skipped} 2-D weights left unquantized: last dim not a multiple of ${groupSize})`
-          : "") +
+        (vision ? ` (${vision} of them the vision tower's)` : "") +
+        (skipped ? ` (${skipped} weights left unquantized: last dim not a multiple of ${groupSize})` : "") +
         `; ${mb(summary.bytesIn)} -> ${mb(summary.bytesOut)}; ${bpw} bits per quantized weight; ` +
         `wrote ${summary.files.join(", ")} to ${out}`,
     );
@@ -173,14 +177,18 @@ async function writeShards(
     try {
       await writeAll(file, safetensorsHeader(shards[s], { format: "mlx" }));
       for (const t of shards[s]) {
-        if (t.job.kind === "copy") {
-          await copyTensor(source, t.job.src, file);
+        const job = t.job;
+        if (job.kind === "copy") {
+          await copyTensor(source, job.src, file);
           continue;
         }
-        if (!pending.has(t.name)) {
-          const parts = await quantizeTensor(source, t.job, bits, groupSize, quantizer);
+        if (job.kind === "float") {
+          pending.set(t.name, await restack(source, job));
+        } else if (!pending.has(t.name)) {
+          const parts = await quantizeTensor(source, job, bits, groupSize, quantizer);
           for (const [k, v] of parts) pending.set(k, v);
-          log(`quantized ${t.job.src.name} [${t.job.rows}, ${t.job.cols}] (${++done}/${total})`);
+          const from = job.from.src.name === `${job.prefix}.weight` ? "" : ` (from ${job.from.src.name})`;
+          log(`quantized ${job.prefix}.weight${from} [${[...job.lead, job.cols]}] (${++done}/${total})`);
         }
         const bytes = pending.get(t.name)!;
         if (bytes.byteLength !== t.byteLength) {
@@ -209,10 +217,19 @@ async function readConfig(source: DiskModelSource, files: string[]): Promise<Rec
   if (!config || typeof config !== "object" || Array.isArray(config)) {
     throw new LoaderError(where, null, "not an object");
   }
-  for (const key of ["quantization", "quantization_config"]) {
-    const q = JSON.stringify(config[key]);
-    if (config[key] != null) {
-      throw new LoaderError(where, key, `input is already quantized (${q}); give an unquantized one`);
+  // mlx-lm also takes a wrapper's quantization_config from its text_config.
+  const found: [string, unknown][] = [
+    ["quantization", config.quantization],
+    ["quantization_config", config.quantization_config],
+    ["text_config.quantization_config", textConfig(config)?.quantization_config],
+  ];
+  for (const [field, q] of found) {
+    if (q != null) {
+      throw new LoaderError(
+        where,
+        field,
+        `input is already quantized (${JSON.stringify(q)}); give an unquantized one`,
+      );
     }
   }
   return config;
@@ -246,64 +263,6 @@ async function prepareOut(hf: string, out: string, force: boolean): Promise<void
   // A stale index or shard from an earlier run would be read instead of (or with) the new files.
   const stale = entries.filter((f) => /^model.*\.safetensors$|^model\.safetensors\.index\.json$/.test(f));
   for (const f of stale) await Deno.remove(`${out}/${f}`);
-}
-
-/** Which tensors become `P.weight/.scales/.biases`: what mlx-lm's `nn.quantize` predicate takes (Linear and
- * Embedding weights whose input dim divides into groups), seen from HF names as 2-D float `*.weight`. */
-/**
- * MoE routers (`mlp.gate`, the shared expert's `shared_expert_gate`) stay in float, as mlx-lm leaves them:
- * a few experts' worth of logits decide every token's route.
- */
-function isRouter(name: string): boolean {
-  return name.endsWith(".mlp.gate.weight") || name.endsWith(".shared_expert_gate.weight");
-}
-
-function planTensors(
-  tensors: Map<string, TensorEntry>,
-  config: Record<string, any>,
-  bits: number,
-  groupSize: number,
-  configDtype: FloatDType | undefined,
-  hf: string,
-): { plan: Planned[]; dropped: string[]; skipped: number } {
-  const plan: Planned[] = [];
-  const dropped: string[] = [];
-  let skipped = 0;
-  for (const name of [...tensors.keys()].sort()) {
-    const t = tensors.get(name)!;
-    // mlx-lm's model `sanitize` drops these: a tied head is the embedding, inv_freq is recomputed.
-    const tiedHead = name === "lm_head.weight" && config.tie_word_embeddings === true &&
-      tensors.has("model.embed_tokens.weight");
-    if (tiedHead || name.endsWith(".rotary_emb.inv_freq")) {
-      dropped.push(name);
-      continue;
-    }
-    const float = t.dtype === "BF16" || t.dtype === "F16" || t.dtype === "F32";
-    const linear = float && name.endsWith(".weight") && t.shape.length === 2;
-    if (linear && t.shape[1] % groupSize === 0 && !isRouter(name)) {
-      const [rows, cols] = t.shape;
-      // mlx-lm casts every float parameter to config's torch_dtype before quantizing, so the scales/biases
-      // take that dtype; without one the weight keeps its own (F32 stays F32: mlx-lm does not pick bf16).
-      const dtype = configDtype ?? (t.dtype as FloatDType);
-      const job: Job = { kind: "quant", src: t, prefix: name.slice(0, -".weight".length), rows, cols, dtype };
-      plan.push(
-        planned(`${job.prefix}.biases`, dtype, [rows, cols / groupSize], job),
-        planned(`${job.prefix}.scales`, dtype, [rows, cols / groupSize], job),
-        planned(`${job.prefix}.weight`, "U32", [rows, (cols * bits) / 32], job),
-      );
-    } else {
-      if (linear) skipped++; // mlx-lm skips these silently
-      // Copied byte for byte, dtype included: norms and real biases are small, and mlx-lm's per-model
-      // cast_predicate (which keeps some of them float32) is not knowable from the checkpoint alone.
-      plan.push(planned(name, t.dtype, t.shape, { kind: "copy", src: t }));
-    }
-  }
-  plan.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const dup = plan.find((t, i) => i > 0 && plan[i - 1].name === t.name);
-  if (dup) {
-    throw new LoaderError(hf, dup.name, "input has a tensor of this name already, which convert would write");
-  }
-  return { plan, dropped, skipped };
 }
 
 /** mlx-lm's `make_shards`: fill a file until the next tensor would pass the limit (data bytes only). */
@@ -347,6 +306,21 @@ async function copyTensor(source: DiskModelSource, t: TensorEntry, file: Deno.Fs
   }
 }
 
+/** Rows per read: one chunk's worth. */
+const chunkRows = (job: Exclude<Job, { kind: "copy" }>) =>
+  Math.max(1, Math.floor(CHUNK_BYTES / (job.cols * DTYPE_BYTES[job.from.src.dtype])));
+
+/** A float job's weight (an expert stack cut from a fused one), rows in order, in its own dtype. */
+async function restack(source: DiskModelSource, job: Extract<Job, { kind: "float" }>): Promise<Uint8Array> {
+  const rows = jobRows(job);
+  const out = new Uint8Array(rows * job.cols * DTYPE_BYTES[job.dtype]);
+  for (let r0 = 0; r0 < rows; r0 += chunkRows(job)) {
+    const w = await readRows(source, job.from, job.cols, r0, Math.min(chunkRows(job), rows - r0));
+    out.set(encodeFloats(w, job.dtype), r0 * job.cols * DTYPE_BYTES[job.dtype]);
+  }
+  return out;
+}
+
 /** Reads one weight in row chunks and returns its three outputs' bytes by name. */
 async function quantizeTensor(
   source: DiskModelSource,
@@ -355,18 +329,17 @@ async function quantizeTensor(
   groupSize: number,
   quantizer: Quantizer,
 ): Promise<Map<string, Uint8Array>> {
-  const { src, rows, cols, dtype } = job;
-  const rowBytes = cols * DTYPE_BYTES[src.dtype];
-  const chunkRows = Math.max(1, Math.floor(CHUNK_BYTES / rowBytes));
+  const { from, cols, dtype } = job;
+  const rows = jobRows(job);
   const gpr = cols / groupSize;
   const weight = new Uint8Array((rows * cols * bits) / 8);
   const scales = new Uint8Array(rows * gpr * DTYPE_BYTES[dtype]);
   const biases = new Uint8Array(scales.byteLength);
-  for (let r0 = 0; r0 < rows; r0 += chunkRows) {
-    const n = Math.min(chunkRows, rows - r0);
-    const w = toFloat32(await source.read(src.file, src.offset + r0 * rowBytes, n * rowBytes), src.dtype);
+  for (let r0 = 0; r0 < rows; r0 += chunkRows(job)) {
+    const n = Math.min(chunkRows(job), rows - r0);
+    const w = await readRows(source, from, cols, r0, n);
     // mlx-lm casts the weights to the config dtype before quantizing them.
-    const cast = dtype === src.dtype ? w : toFloat32(encodeFloats(w, dtype), dtype);
+    const cast = dtype === from.src.dtype ? w : toFloat32(encodeFloats(w, dtype), dtype);
     const res = quantizer(cast, n, cols, bits, groupSize, dtype);
     weight.set(
       new Uint8Array(res.weight.buffer, res.weight.byteOffset, res.weight.byteLength),

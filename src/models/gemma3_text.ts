@@ -5,7 +5,7 @@
  * norms; scores scaled by query_pre_attn_scalar^−½; a GeGLU MLP (tanh gelu); embeddings scaled by √hidden.
  *   h = x + post_attention_layernorm(o_proj(attn(input_layernorm(x))))
  *   out = h + post_feedforward_layernorm(down(gelu(gate(m)) · up(m)))     m = pre_feedforward_layernorm(h)
- * Sliding layers keep all their KV pages for now; attention reads only the window of them.
+ * Sliding layers keep a ring of KV pages per slot, just over the window (engine/kv_ring.ts).
  * @module
  */
 import { LoaderError } from "../errors.ts";

@@ -9,6 +9,8 @@ import { llama } from "./llama.ts";
 import type { Architecture } from "./model.ts";
 import { qwen2 } from "./qwen2.ts";
 import { qwen3 } from "./qwen3.ts";
+import { qwen3_5 } from "./qwen3_5.ts";
+import { qwen3_5_moe } from "./qwen3_5_moe.ts";
 import { qwen3_5_moe_text } from "./qwen3_5_moe_text.ts";
 import { qwen3_5_text } from "./qwen3_5_text.ts";
 import { qwen3_moe } from "./qwen3_moe.ts";
@@ -22,6 +24,8 @@ const ARCHS: Record<string, Architecture<any, any>> = {
   qwen3_next,
   qwen3_5_text,
   qwen3_5_moe_text,
+  qwen3_5,
+  qwen3_5_moe,
   lfm2,
   gemma3_text,
 };

@@ -1,5 +1,5 @@
 /**
- * Host wrappers of the mixture-of-experts kernels: the router (`moe_route.wgsl`), the grouping of a prefill
+ * Host wrappers of the mixture-of-experts kernels (the routers: moe_route.ts): the grouping of a prefill
  * step's pairs by expert (`moe_group.wgsl`), the expert matmuls for decode-like rows (`moe_vec.wgsl`: each
  * pair reads only its own expert's weights; 4-bit experts on int8 x, `moe_vec_x8.wgsl`, where the profile's
  * `moe.int8X` and the device allow) and for prefill rows (`moe_tiled.wgsl`: tiles of one expert's
@@ -11,7 +11,7 @@
  *
  * @example One MoE MLP of a prefill chunk (rows row0 .. row0 + M − 1):
  * ```ts
- * await moeRoute(ctx, { logits, ids, weights, R: M, row0, E, k, renormalize: true });
+ * await moeRoute(ctx, { logits, ids, weights, R: M, row0, E, k, renormalize: true });   // moe_route.ts
  * await moeGroup(ctx, { ids, M, row0, k, E, groups });
  * await moeGateUp(ctx, { x, w: gateUp, ids, h, M, row0, k, mode: "tiled", groups });
  * await moeDown(ctx, { h, w: down, ids, y, M, row0, k, mode: "tiled", groups });
@@ -30,7 +30,7 @@ import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { ExpertLinear, WeightFormat } from "./linear.ts";
-import { combineShape, moeUsesInt8X, vecKernel, vecShape, X8_COMBINE_COLS, X8_WG } from "./moe_vec.ts";
+import { combineShape, moeUsesInt8X, vecKernel, vecShape, X8_WG, x8CombineCols } from "./moe_vec.ts";
 
 /** Most experts the router and the grouping take (their workgroup arrays). */
 export const MOE_MAX_EXPERTS = 512;
@@ -86,44 +86,6 @@ export function destroyMoeGroups(groups: MoeGroups): void {
 }
 
 /**
- * Router: for rows row0 .. row0 + R − 1, softmax over the E logits (f32, max subtracted), the k largest
- * probabilities in descending order (ties: lower expert first) into ids (rows, k) u32 and weights
- * (rows, k) f32, the latter divided by their sum when `renormalize` (HF `norm_topk_prob`).
- */
-export async function moeRoute(
-  ctx: OpContext,
-  a: {
-    logits: GPUBuffer;
-    ids: GPUBuffer;
-    weights: GPUBuffer;
-    R: number;
-    row0: number;
-    E: number;
-    k: number;
-    renormalize: boolean;
-  },
-): Promise<void> {
-  check(a.E >= 1 && a.E <= MOE_MAX_EXPERTS, "moeRoute", `E=${a.E} (1..${MOE_MAX_EXPERTS})`);
-  check(a.k >= 1 && a.k <= Math.min(MOE_MAX_K, a.E), "moeRoute", `k=${a.k} with E=${a.E}`);
-  check(a.R >= 1, "moeRoute", `R=${a.R}`);
-  // One subgroup per row where its size is fixed: every reduction is a subgroup operation.
-  const { subgroups, subgroupMinSize: sub, subgroupMaxSize } = ctx.gpu.info;
-  const one = subgroups && sub >= 4 && sub === subgroupMaxSize;
-  const spec = one
-    ? {
-      file: "moe_route.wgsl",
-      defines: { SUBGROUP_ROUTE: 1, PER_LANE: Math.ceil(a.E / sub) },
-      overrides: { WG: sub },
-    }
-    : { file: "moe_route.wgsl", overrides: { WG: 64 } };
-  await record(ctx, spec, {
-    buffers: { logits: a.logits, ids: a.ids, weights: a.weights },
-    params: { row0: a.row0, E: a.E, k: a.k, renorm: a.renormalize ? 1 : 0 },
-    grid: grid1d(a.R),
-  });
-}
-
-/**
  * Prefill only: groups the pairs of rows row0 .. row0 + M − 1 by expert into `groups`, on the GPU (one
  * workgroup; no read-back). `moeGateUp`/`moeDown` in tiled mode then read it for the same rows.
  */
@@ -169,6 +131,30 @@ export interface MoeGateUpNorm {
   eps: number;
 }
 
+/**
+ * `moeGateUp` routing its one decode row itself (vector mode, M = 1): every workgroup ranks the row's router
+ * logits as `moeRoute` does (the same bits) and serves its pair; ids and weights are written for `moeDown`.
+ * Only where `moeGateUpRoutes` says so.
+ */
+export interface MoeGateUpRoute {
+  /** (rows, E) f32 router logits. */
+  logits: GPUBuffer;
+  /** (rows, k) f32 routing weights, written. */
+  weights: GPUBuffer;
+  E: number;
+  renormalize: boolean;
+}
+
+/**
+ * Whether `moeGateUp` can take `route` for this stack: the int8-x kernel (its workgroup is the router's),
+ * one shard holding every expert, E and k within the router's limits.
+ */
+export function moeGateUpRoutes(gpu: Gpu, w: ExpertLinear, k: number): boolean {
+  const s = w.shards;
+  return moeUsesInt8X(gpu, w.format, w.K, 4) && s.length === 1 && s[0].e0 === 0 && s[0].count === w.E &&
+    w.E <= MOE_MAX_EXPERTS && k <= MOE_MAX_K && 8 <= gpu.info.maxStorageBuffers;
+}
+
 /** `moeDown` adding the routed sum into the residual instead of writing y (vector mode). */
 export interface MoeDownCombine {
   /** (rows, k) f32 routing weights from `moeRoute`. */
@@ -187,11 +173,18 @@ export interface MoeDownCombine {
  */
 export async function moeGateUp(
   ctx: OpContext,
-  a: ExpertArgs & { x: GPUBuffer; h: GPUBuffer; norm?: MoeGateUpNorm },
+  a: ExpertArgs & { x: GPUBuffer; h: GPUBuffer; norm?: MoeGateUpNorm; route?: MoeGateUpRoute },
 ): Promise<void> {
   check(a.w.N % 2 === 0, "moeGateUp", `${a.w.name}: N=${a.w.N} must be even ([gate | up])`);
   check(!a.norm || a.mode === "vec", "moeGateUp", `${a.w.name}: the fused norm is for vector mode only`);
-  await expertMatmul(ctx, a, { x: a.x, y: a.h, gateUp: true, norm: a.norm });
+  if (a.route) {
+    check(
+      a.mode === "vec" && a.M === 1 && a.route.E === a.w.E && moeGateUpRoutes(ctx.gpu, a.w, a.k),
+      "moeGateUp",
+      `${a.w.name}: route takes one vector-mode row and a stack moeGateUpRoutes accepts (M=${a.M})`,
+    );
+  }
+  await expertMatmul(ctx, a, { x: a.x, y: a.h, gateUp: true, norm: a.norm, route: a.route });
 }
 
 /**
@@ -257,7 +250,7 @@ export async function moeCombine(
 async function expertMatmul(
   ctx: OpContext,
   a: ExpertArgs,
-  io: { x: GPUBuffer; y: GPUBuffer; gateUp: boolean; norm?: MoeGateUpNorm },
+  io: { x: GPUBuffer; y: GPUBuffer; gateUp: boolean; norm?: MoeGateUpNorm; route?: MoeGateUpRoute },
 ): Promise<void> {
   const { w, M, k } = a;
   const op = io.gateUp ? "moeGateUp" : "moeDown";
@@ -282,13 +275,25 @@ async function expertMatmul(
       const x8 = moeUsesInt8X(ctx.gpu, w.format, w.K, io.gateUp ? 4 : Math.max(4, k));
       const WG = x8 ? X8_WG : v.WG;
       const perWg = (WG / v.T) * (io.gateUp ? 2 : 4);
-      const kdefs = { ...defines, ...(io.norm ? { NORM: 1 } : {}) };
+      const r = io.route;
+      const kdefs = { ...defines, ...(io.norm ? { NORM: 1 } : {}), ...(r ? { ROUTE: 1 } : {}) };
       await record(
         ctx,
         vecKernel(ctx.gpu, w.format, w.K, { ...v, WG }, kdefs, x8 ? 4 : 0),
         {
-          buffers: { ...buffers, ids: a.ids, ...(io.norm ? { gamma: io.norm.weight } : {}) },
-          params: { ...params, P0: a.row0 * k, pairs, ...(io.norm ? { eps: io.norm.eps } : {}) },
+          buffers: {
+            ...buffers,
+            ids: a.ids,
+            ...(io.norm ? { gamma: io.norm.weight } : {}),
+            ...(r ? { logits: r.logits, weights: r.weights } : {}),
+          },
+          params: {
+            ...params,
+            P0: a.row0 * k,
+            pairs,
+            ...(io.norm ? { eps: io.norm.eps } : {}),
+            ...(r ? { E: r.E, renorm: r.renormalize ? 1 : 0 } : {}),
+          },
           grid: [Math.ceil(cols / perWg), pairs, 1],
         },
       );
@@ -313,8 +318,8 @@ async function expertMatmul(
   }
 }
 
-/** Kernel defines of an expert weight format: 4- and 8-bit MLX affine, f16, bf16. */
-function formatDefines(f: WeightFormat, K: number, op: string, name: string): Defines {
+/** Kernel defines of an expert or router weight format: 4- and 8-bit MLX affine, f16, bf16. */
+export function formatDefines(f: WeightFormat, K: number, op: string, name: string): Defines {
   if (f.kind === "f16") return { WF16: 1 };
   if (f.kind === "bf16") return { WBF16: 1 };
   check(f.bits === 4 || f.bits === 8, op, `${name}: ${f.bits}-bit experts (4 and 8 are supported)`);
@@ -348,7 +353,7 @@ async function downCombine(
   const v = vecShape(ctx.gpu, w.format, w.K, a.lanes);
   // The int8-x path as moeDown into y takes it (the same pair bits), quantizing the row's k pairs once.
   const x8 = moeUsesInt8X(ctx.gpu, w.format, w.K, Math.max(4, k));
-  const { WG, CB } = x8 ? { WG: X8_WG, CB: X8_COMBINE_COLS } : combineShape(k, v.T, w.N);
+  const { WG, CB } = x8 ? { WG: X8_WG, CB: x8CombineCols(ctx.gpu) } : combineShape(k, v.T, w.N);
   check(Math.ceil(w.N / CB) <= 65535, op, `${w.name}: N=${w.N} needs more than 65535 workgroups`);
   const buffers: Record<string, BufferResource> = { x: a.h, w: s.w, ids: a.ids, xr: c.x, weights: c.weights };
   if (s.scales) buffers.scales = s.scales;

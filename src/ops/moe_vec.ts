@@ -55,8 +55,19 @@ export function combineShape(k: number, T: number, N: number): { WG: number; CB:
 
 /** Lanes per workgroup of `moe_vec_x8.wgsl`. */
 export const X8_WG = 128;
-/** Columns per workgroup of `moe_vec_x8.wgsl` under COMBINE (each quantizes the row's k pair rows once). */
-export const X8_COMBINE_COLS = 16;
+/**
+ * Columns per workgroup of `moe_vec_x8.wgsl` under COMBINE (each quantizes the row's k pair rows once): the
+ * profile's `moe.downColumns`, a multiple of 4 from 4 to X8_WG.
+ */
+export function x8CombineCols(gpu: Pick<Gpu, "profile">): number {
+  const c = gpu.profile.moe.downColumns;
+  check(
+    Number.isInteger(c) && c >= 4 && c <= X8_WG && c % 4 === 0,
+    "moe",
+    `downColumns=${c} (4..${X8_WG}, ×4)`,
+  );
+  return c;
+}
 
 /**
  * Whether the vector-mode expert matmuls of this stack take int8 x (`moe_vec_x8.wgsl`): 4-bit weights with K
@@ -79,7 +90,7 @@ export function moeUsesInt8X(
   if (!info.int8Dot || !info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
   // Int8 x and (sx, Σx) per chunk; NORM's partial Σx² per (slot, subgroup); COMBINE's products and weights.
   const bytes = rows * K + rows * (K / 32) * 8 + 16 * Math.ceil(X8_WG / sub) +
-    4 * (16 * X8_COMBINE_COLS + 16);
+    4 * (16 * x8CombineCols(gpu) + 16);
   return bytes <= info.maxWorkgroupStorage;
 }
 

@@ -1,13 +1,17 @@
 /**
  * Host wrappers of the recurrent token mixers: the causal depthwise conv1d with a rolling per-sequence state
  * (`causal_conv.wgsl`: Qwen3-Next / Qwen3.5 gated DeltaNet, LFM2 short conv) and the gated delta rule with
- * its gated RMSNorm (`gated_delta.wgsl`). Both run per unit (one sequence's consecutive rows): one dispatch
- * for the step's decode rows (each its own unit of one row) and one per prefill segment. A unit whose first
- * row has pos 0 starts from a zero state; otherwise it reads the state at that row's slot, and it writes the
- * state back after its last row, so chunked prefill and token-by-token decode give the one-pass result
- * (bitwise: a token's arithmetic does not depend on how the rows were split into units).
+ * its gated RMSNorm. Both run per unit (one sequence's consecutive rows): the step's decode rows (each its
+ * own unit of one row) in one dispatch, then each prefill segment. A unit whose first row has pos 0 starts
+ * from a zero state; otherwise it reads the state at that row's slot, and it writes the state back after its
+ * last row. The conv and the recurrent delta kernel (`gated_delta.wgsl`) give the one-pass result bitwise
+ * however the rows are split into units. Prefill segments of the delta rule take its chunked (WY) form
+ * (`gated_delta_chunk_{wy,state,out}.wgsl`) when given scratch: chunks are aligned to absolute positions, so
+ * a prefill split at a multiple of the chunk length is bitwise one pass; split elsewhere, or decoded token
+ * by token, it agrees within f32 rounding.
  * @module
  */
+import type { Defines } from "../gpu/preprocess.ts";
 import { check, type OpContext, record } from "./context.ts";
 
 /** The sequences of a step: D decode rows (rows 0..D−1, one unit each), then prefill segments. */
@@ -118,11 +122,67 @@ export interface GatedDeltaArgs {
   /** (R) step rows: pos and slot of each unit's first row. */
   rows: GPUBuffer;
   units: Units;
+  /**
+   * Scratch of the chunked form, at least `deltaScratchLayout(...).bytes` for these segments: with it,
+   * prefill segments take the chunked (WY) form; without it, the recurrent kernel as decode rows do.
+   */
+  scratch?: GPUBuffer;
+  /** Chunk length of the chunked form: 16, 32 or 64 (default `deltaChunkLen`). */
+  chunk?: number;
+}
+
+type DeltaShape = Pick<GatedDeltaArgs, "nv" | "dk" | "dv">;
+/** A range of a buffer, in bytes. */
+interface Region {
+  offset: number;
+  size: number;
+}
+
+/** Columns of S per state-pass workgroup. */
+const BV = 16;
+
+/** Workgroup bytes of the chunked form's kernels at chunk length C (the largest of the three). */
+function chunkWorkgroupBytes(C: number, dk: number, dv: number): number {
+  const wy = C * C + C * (1024 / C + 1) + 4 * C;
+  const state = dk * BV + C * BV + C;
+  const out = C * C + C * 9 + 8 * 16 * Math.ceil(dv / 16) + 4 * C;
+  return 4 * Math.max(wy, state, out);
+}
+
+/** The chunk length of the chunked form on a device: 64 where its workgroup memory fits, else 32 or 16. */
+export function deltaChunkLen(info: { maxWorkgroupStorage: number }, dk: number, dv: number): number {
+  return [64, 32].find((C) => chunkWorkgroupBytes(C, dk, dv) <= info.maxWorkgroupStorage) ?? 16;
+}
+
+/** Scratch chunks of a segment at most: it may start anywhere in a chunk. */
+const segmentChunks = (len: number, C: number) => Math.ceil((len + C - 1) / C);
+
+/**
+ * Regions of the chunked form's scratch for `chunks` chunks (offsets in bytes, `align`ed): wu (chunks, nv,
+ * C, dk + dv) f32, aux (chunks, nv, C) vec4<f32>, hs (chunks, nv, dk, dv) f32.
+ */
+export function deltaScratchLayout(
+  s: DeltaShape,
+  C: number,
+  chunks: number,
+  align = 256,
+): { wu: Region; aux: Region; hs: Region; bytes: number } {
+  const up = (n: number) => Math.ceil(n / align) * align;
+  const wu = { offset: 0, size: chunks * s.nv * C * (s.dk + s.dv) * 4 };
+  const aux = { offset: up(wu.size), size: chunks * s.nv * C * 16 };
+  const hs = { offset: aux.offset + up(aux.size), size: chunks * s.nv * s.dk * s.dv * 4 };
+  return { wu, aux, hs, bytes: hs.offset + hs.size };
+}
+/** Scratch bytes for steps of at most `rows` prefill rows in at most `segments` segments. */
+export function deltaScratchBytes(s: DeltaShape, C: number, rows: number, segments = 1): number {
+  return deltaScratchLayout(s, C, Math.floor(rows / C) + 2 * segments).bytes;
 }
 
 /**
  * The gated delta rule over each unit's tokens in order (value head h reads key head h / (nv/nk)), then
  * out = o · rsqrt(mean(o²) + eps) · norm · silu(z) per row and head. Math: the header of gated_delta.wgsl.
+ * Decode rows take the recurrent kernel; prefill segments the chunked form when `scratch` is given
+ * (gated_delta_chunk_wy → _state → _out per segment, chunks aligned to absolute positions).
  */
 export async function gatedDelta(ctx: OpContext, a: GatedDeltaArgs): Promise<void> {
   const { nk, nv, dk, dv } = a;
@@ -130,6 +190,54 @@ export async function gatedDelta(ctx: OpContext, a: GatedDeltaArgs): Promise<voi
   check(dk >= 1 && dk <= 256 && dv >= 1 && dv <= 256, "gatedDelta", `dk=${dk} dv=${dv} (1..256)`);
   const last = Math.max(a.zOff + nv * dv, a.bOff + nv, a.aOff + nv);
   check(last <= a.lds, "gatedDelta", `z/b/a columns end at ${last} > lds=${a.lds}`);
+  if (!a.scratch) {
+    for (const g of unitGroups(a.units)) await recurrent(ctx, a, g);
+    return;
+  }
+  const C = a.chunk ?? deltaChunkLen(ctx.gpu.info, dk, dv);
+  check([16, 32, 64].includes(C), "gatedDelta", `chunk=${C} (16, 32 or 64)`);
+  if (a.units.decode > 0) await recurrent(ctx, a, { row0: 0, len: 1, count: a.units.decode });
+  const segs = a.units.segments.filter((s) => s.len > 0);
+  const chunks = segs.reduce((n, s) => n + segmentChunks(s.len, C), 0);
+  const lay = deltaScratchLayout(a, C, chunks, ctx.gpu.info.storageAlign);
+  const scratch = a.scratch;
+  check(lay.bytes <= scratch.size, "gatedDelta", `scratch of ${scratch.size} bytes < ${lay.bytes}`);
+  const big = Math.max(lay.wu.size, lay.hs.size);
+  check(big <= ctx.gpu.info.maxBinding, "gatedDelta", `scratch region of ${big} bytes > maxBinding`);
+  const region = (r: Region) => ({ buffer: scratch, offset: r.offset, size: r.size });
+  const [wu, aux, hs] = [region(lay.wu), region(lay.aux), region(lay.hs)];
+  const srcF32: Defines = a.srcF32 ? { SRC_F32: 1 } : {};
+  let cbase = 0;
+  for (const s of segs) {
+    const nc = segmentChunks(s.len, C);
+    const seg = { row0: s.row0, len: s.len, cbase, nk, nv, dv };
+    await record(ctx, { file: "gated_delta_chunk_wy.wgsl", defines: { C, DK: dk, ...srcF32 } }, {
+      buffers: { rows: a.rows, conv: a.conv, src: a.src, a_log: a.aLog, dt_bias: a.dtBias, wu, aux },
+      params: { ...seg, lds: a.lds, b_off: a.bOff, a_off: a.aOff, scale: 1 / Math.sqrt(dk) },
+      grid: [nc, nv, 1],
+    });
+    await record(ctx, { file: "gated_delta_chunk_state.wgsl", defines: { C, DK: dk, BV } }, {
+      buffers: { rows: a.rows, conv: a.conv, wu, aux, state: a.state, hs },
+      params: seg,
+      grid: [Math.ceil(dv / BV), nv, 1],
+    });
+    const JN = Math.ceil(dv / 16);
+    await record(ctx, { file: "gated_delta_chunk_out.wgsl", defines: { C, DK: dk, JN, ...srcF32 } }, {
+      buffers: { rows: a.rows, conv: a.conv, src: a.src, norm: a.norm, wu, aux, hs, out: a.out },
+      params: { ...seg, lds: a.lds, z_off: a.zOff, eps: a.eps },
+      grid: [nc, nv, 1],
+    });
+    cbase += nc;
+  }
+}
+
+/** One dispatch of the recurrent kernel (gated_delta.wgsl) over a unit group. */
+async function recurrent(
+  ctx: OpContext,
+  a: GatedDeltaArgs,
+  g: { row0: number; len: number; count: number },
+): Promise<void> {
+  const { nk, nv, dk, dv } = a;
   // A workgroup holds the whole head (≤ 256 lanes): dv padded to a power of two, the rest split dk.
   const DVP = Math.max(8, nextPow2(dv));
   const P = Math.min(8, 256 / DVP, 2 ** Math.floor(Math.log2(dk)));
@@ -138,32 +246,30 @@ export async function gatedDelta(ctx: OpContext, a: GatedDeltaArgs): Promise<voi
     defines: { DK: dk, P, ...(a.srcF32 ? { SRC_F32: 1 } : {}) },
     overrides: { WG: P * DVP, DVP, TS: 8 },
   };
-  for (const g of unitGroups(a.units)) {
-    await record(ctx, spec, {
-      buffers: {
-        rows: a.rows,
-        conv: a.conv,
-        src: a.src,
-        a_log: a.aLog,
-        dt_bias: a.dtBias,
-        norm: a.norm,
-        state: a.state,
-        out: a.out,
-      },
-      params: {
-        row0: g.row0,
-        len: g.len,
-        nk,
-        nv,
-        dv,
-        lds: a.lds,
-        z_off: a.zOff,
-        b_off: a.bOff,
-        a_off: a.aOff,
-        scale: 1 / Math.sqrt(dk),
-        eps: a.eps,
-      },
-      grid: [g.count, nv, 1],
-    });
-  }
+  await record(ctx, spec, {
+    buffers: {
+      rows: a.rows,
+      conv: a.conv,
+      src: a.src,
+      a_log: a.aLog,
+      dt_bias: a.dtBias,
+      norm: a.norm,
+      state: a.state,
+      out: a.out,
+    },
+    params: {
+      row0: g.row0,
+      len: g.len,
+      nk,
+      nv,
+      dv,
+      lds: a.lds,
+      z_off: a.zOff,
+      b_off: a.bOff,
+      a_off: a.aOff,
+      scale: 1 / Math.sqrt(dk),
+      eps: a.eps,
+    },
+    grid: [g.count, nv, 1],
+  });
 }

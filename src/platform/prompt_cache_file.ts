@@ -25,6 +25,13 @@ function split(path: string): [string, string] {
  */
 export async function savePromptCache(engine: Engine, modelDir: string, ids: number[], out: string) {
   const ps = engine.kv.shape.pageSize;
+  if (engine.recurrent || engine.kv.ring) {
+    // The prefix cache's files hold pool pages only (prefix.ts keeps no second tier for such models).
+    throw new ValidationError(
+      `${engine.info.name} keeps per-sequence state a cache file cannot hold`,
+      "prompt",
+    );
+  }
   if (ids.length <= ps) {
     throw new ValidationError(`the prompt has ${ids.length} tokens; a cache needs more than ${ps}`, "prompt");
   }

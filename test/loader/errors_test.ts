@@ -46,7 +46,7 @@ describe("bad model folders name the file and the field", () => {
     expect(e.message).toMatch(
       new RegExp(
         'config\\.json: model_type: unsupported model_type "mamba"; supported: llama, qwen2, qwen3, ' +
-          "qwen3_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, lfm2, gemma3_text",
+          "qwen3_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, qwen3_5, qwen3_5_moe, lfm2, gemma3_text",
       ),
     );
   });

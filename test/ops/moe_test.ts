@@ -1,5 +1,6 @@
 /**
- * The mixture-of-experts router and combine through src/ops/moe.ts against the float64 references
+ * The mixture-of-experts router (with subgroups and without) and combine through src/ops/moe*.ts against
+ * the float64 references
  * (src/lab/ref/moe.ts), on both activation paths: the router (E = 4 .. 512, k up to 16, exact ties, with
  * and without renormalization, row0 > 0, a row past the routed ones that stays untouched); the combine with
  * and without Qwen3-Next's gated shared expert. The expert matmuls are in moe_matmul_test.ts.
@@ -7,7 +8,8 @@
  *   route:    ids exact;  weights |d| ≤ 1e-6 + 3e-5·|ref| (f32 exp and division)
  *   combine:  |d| ≤ 2e-6 + 1e-5·|ref|
  */
-import { describe, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { Gpu } from "../../src/gpu/device.ts";
 import { moeCombineCase, moeRouteCase } from "../../src/lab/cases/moe.ts";
 import { devices, expectCase } from "../util/lab.ts";
 
@@ -48,3 +50,25 @@ for (const path of ["f16", "f32"] as const) {
     );
   });
 }
+
+describe("moe router without subgroups (fixed-order trees)", () => {
+  let gpu: Gpu;
+  beforeAll(async () => {
+    gpu = await Gpu.create({ subgroups: false });
+  });
+  afterAll(() => gpu?.destroy());
+
+  test("route: E = 13, 129, 512 (k = 16); exact ties; renormalized or not", async () => {
+    expect(gpu.info.subgroups).toBe(false);
+    for (
+      const [n, s] of [
+        { R: 3, row0: 1, E: 13, k: 3, renorm: 1 },
+        { R: 5, row0: 2, E: 129, k: 8, renorm: 0 },
+        { R: 3, row0: 1, E: 512, k: 16, renorm: 1 },
+      ].entries()
+    ) {
+      await expectCase(gpu, moeRouteCase, s, 20 + n);
+    }
+    expect(gpu.takeErrors()).toEqual([]);
+  });
+});

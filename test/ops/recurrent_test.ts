@@ -1,18 +1,21 @@
 /**
- * causal_conv.wgsl and gated_delta.wgsl through src/ops/recurrent.ts against src/lab/ref/recurrent.ts. A
- * step holds D decode units (one continuing a sequence from a random state, one at pos 0), a segment
- * continuing from a random state and one starting at pos 0; every slot starts random (a new sequence must
+ * causal_conv.wgsl, gated_delta.wgsl and the chunked gated delta rule (gated_delta_chunk_{wy,state,out}.wgsl)
+ * through src/ops/recurrent.ts against src/lab/ref/recurrent.ts. A step holds D decode units (one continuing
+ * a sequence from a random state, one at pos 0), a segment continuing from a random state (at a random
+ * position: mostly mid-chunk) and one starting at pos 0; every slot starts random (a new sequence must
  * ignore its slot) and the whole state pool is compared, a slot no unit owns included.
  * Tolerance, both paths (inputs are exact in act, the arithmetic is f32 on both):
  *   causalConv  y |d| ≤ 1e-6 + 2e-6·|ref|;  state (stored inputs) |d| ≤ 1.2e-7·|ref| (f32 rounding of x·B)
- *   gatedDelta  out |d| ≤ 2e-5 + 1e-4·|ref|;  state |d| ≤ 2e-6 + 2e-5·|ref|
- * Chunking, bitwise: the continuing segment split 5 + 1 + rest in successive dispatches, and two sequences
- * decoded token by token as the decode rows of successive steps, give the one-segment outputs and state.
+ *   gatedDelta  out |d| ≤ 2e-5 + 1e-4·|ref|;  state |d| ≤ 2e-6 + 2e-5·|ref|, recurrent and chunked alike
+ * Chunking, bitwise: the recurrent kernels give the one-segment outputs and state when the continuing
+ * segment is split 5 + 1 + rest in successive dispatches, or two sequences are decoded token by token as
+ * the decode rows of successive steps; the chunked form gives them when the segment is cut at every
+ * multiple of the chunk length (and within tolerance when cut 5 + 1 + rest).
  */
 import { describe, expect, test } from "vitest";
 import type { Gpu } from "../../src/gpu/device.ts";
-import type { CaseInputs, KernelCase } from "../../src/lab/case.ts";
-import { causalConvCase, gatedDeltaCase } from "../../src/lab/cases/recurrent.ts";
+import type { CaseInputs, KernelCase, Shape } from "../../src/lab/case.ts";
+import { causalConvCase, gatedDeltaCase, gatedDeltaChunkCase } from "../../src/lab/cases/recurrent.ts";
 import { BufferSet, readF32, runOnce, seal, withShader } from "../../src/lab/harness.ts";
 import { encodeAct } from "../../src/lab/ref/half.ts";
 import { encodeRows, type Row } from "../../src/lab/ref/paged.ts";
@@ -185,18 +188,89 @@ for (const path of ["f16", "f32"] as const) {
   });
 }
 
+const CHUNKED = gatedDeltaChunkCase;
+
+/**
+ * expectCase on the chunked form, first asserting where its continuing segment starts: mid-chunk, or (`mid`
+ * false) exactly at a chunk's start, from a nonzero state either way.
+ */
+async function expectMidChunk(gpu: Gpu, shape: Shape, seed: number, mid = true): Promise<void> {
+  const s = { ...CHUNKED.small, ...shape };
+  const i = CHUNKED.make(s, new Rng(seed), { act: "f32", maxBinding: gpu.info.maxBinding });
+  const p0 = i.rows[i.units.segments[0].row0].pos;
+  expect(p0 % i.chunk !== 0, `seed ${seed}: the segment starts at pos ${p0}`).toBe(mid);
+  await expectCase(gpu, CHUNKED, shape, seed);
+}
+
+for (const path of ["f16", "f32"] as const) {
+  describe(`gated delta rule, chunked form, ${path} activations`, () => {
+    test(
+      "chunks of 16, 32, 64: decode units, a segment from a random state (mid-chunk, or at a chunk's " +
+        "start), one from pos 0",
+      on(path, async (gpu) => {
+        await expectMidChunk(gpu, {}, 1);
+        await expectMidChunk(gpu, {}, 2, false);
+        await expectMidChunk(gpu, { chunk: 32, S: 70, S0: 33 }, 3);
+        await expectMidChunk(gpu, { chunk: 64, S: 150, S0: 70 }, 4);
+        // One-row segments: a chunk holding a single slot.
+        await expectCase(gpu, CHUNKED, { chunk: 64, D: 0, S: 1, S0: 1 }, 5);
+      }),
+    );
+    test(
+      "odd heads and dims: nk = nv = 3, dk 12, dv 20; GQA 5, dk 13, dv 9; dk 7, dv 200",
+      on(path, async (gpu) => {
+        await expectMidChunk(gpu, ODD_HEADS, 6);
+        await expectMidChunk(gpu, { nk: 1, nv: 5, dk: 13, dv: 9, chunk: 32, S: 77 }, 7);
+        await expectMidChunk(gpu, { nk: 1, nv: 1, dk: 7, dv: 200, S: 40 }, 8);
+      }),
+    );
+    test(
+      "real head dims dk = dv = 128 and 256, chunks of 64, decode units beside",
+      on(path, async (gpu) => {
+        await expectMidChunk(gpu, { nk: 1, nv: 2, dk: 128, dv: 128, chunk: 64, D: 3, S: 140, S0: 5 }, 9);
+        await expectMidChunk(gpu, { nk: 1, nv: 1, dk: 256, dv: 256, chunk: 64, D: 1, S: 70, S0: 3 }, 10);
+      }),
+    );
+    test(
+      "a prefill cut at every multiple of the chunk is one pass bitwise; cut 5 + 1 + rest, within tolerance",
+      on(path, async (gpu) => {
+        const shapes: Shape[] = [{}, { ...ODD_HEADS, chunk: 32, S: 90 }, { chunk: 64, S: 150 }];
+        for (const shape of shapes) {
+          const s = { ...CHUNKED.small, ...shape, split: 2 };
+          const i = CHUNKED.make(s, new Rng(11), { act: path, maxBinding: gpu.info.maxBinding });
+          expect(i.units.segments.length, "cuts in the segment").toBeGreaterThan(2);
+          const whole = await outputsOf(gpu, CHUNKED, { ...shape, split: 0 }, 11);
+          const cut = await outputsOf(gpu, CHUNKED, s, 11);
+          expect(CHUNKED.check(whole, i).every((o) => o.ok), "one pass").toBe(true);
+          expectBitwise(cut.out, whole.out, "cut out");
+          expectBitwise(cut.state, whole.state, "cut state");
+          await expectCase(gpu, CHUNKED, { ...shape, split: 1 }, 11);
+        }
+      }),
+    );
+  });
+}
+
 describe("wrong edits are caught", () => {
+  const WY = "gated_delta_chunk_wy.wgsl", STATE = "gated_delta_chunk_state.wgsl";
+  const OUT = "gated_delta_chunk_out.wgsl";
   test(
-    "a new sequence reading its slot (conv, delta), a dropped decay, a dropped norm rsqrt",
+    "a new sequence reading its slot (conv, delta, chunked), a dropped decay, a dropped norm rsqrt; " +
+      "chunked: T = I − A only, no decay mask in A, no diagonal in P, no decay of q·S₀",
     on("f32", async (gpu) => {
-      const edits: [KernelCase, string, string][] = [
-        [causalConvCase, "if (fresh) { return 0.0; }", ""],
-        [gatedDeltaCase, "if (head.pos != 0u) {", "if (true) {"],
-        [gatedDeltaCase, "s[m] = s[m] * decay;", ""],
-        [gatedDeltaCase, "out[base + j] * inv * norm[j]", "out[base + j] * norm[j]"],
+      const edits: [KernelCase, string, string, string][] = [
+        [causalConvCase, "causal_conv.wgsl", "if (fresh) { return 0.0; }", ""],
+        [gatedDeltaCase, "gated_delta.wgsl", "if (head.pos != 0u) {", "if (true) {"],
+        [gatedDeltaCase, "gated_delta.wgsl", "s[m] = s[m] * decay;", ""],
+        [gatedDeltaCase, "gated_delta.wgsl", "out[base + j] * inv * norm[j]", "out[base + j] * norm[j]"],
+        [CHUNKED, WY, "tm[j * C + i] = fma(-tm[i * C + m], tm[j * C + m], tm[j * C + i]);", ""],
+        [CHUNKED, WY, "bt[i] * tm[i * C + j]", "bt[i]"],
+        [CHUNKED, STATE, "if (head.pos != 0u) {", "if (true) {"],
+        [CHUNKED, STATE, "var x = s[m] * decay;", "var x = s[m];"],
+        [CHUNKED, OUT, "if (j <= i) {", "if (j < i) {"],
+        [CHUNKED, OUT, "x = eg[t] * rq[t] *", "x = rq[t] *"],
       ];
-      for (const [c, from, to] of edits) {
-        const file = c.files[0];
+      for (const [c, file, from, to] of edits) {
         const text = await shaderSource(file);
         expect(text.includes(from), `${file} no longer contains "${from}"`).toBe(true);
         const bad = await withShader(
@@ -207,9 +281,39 @@ describe("wrong edits are caught", () => {
         );
         expect(bad.ok, `${file}: edit of "${from}" was not caught`).toBe(false);
       }
-      for (const c of [causalConvCase, gatedDeltaCase]) {
+      for (const c of [causalConvCase, gatedDeltaCase, CHUNKED]) {
         expect((await runCase(gpu, c, { shape: c.small })).ok).toBe(true);
       }
+    }),
+  );
+  test(
+    "chunks aligned to the segment's start instead of absolute positions: still right, but a cut at a " +
+      "multiple of the chunk is no longer bitwise one pass",
+    on("f32", async (gpu) => {
+      const edits = [
+        [WY, "let off = rows[row0].pos % C;"],
+        [STATE, "let off = head.pos % C;"],
+        [OUT, "let off = rows[row0].pos % C;"],
+      ];
+      const run = async (k: number): Promise<void> => {
+        if (k === edits.length) {
+          const i = CHUNKED.make({ ...CHUNKED.small, split: 0 }, new Rng(12), {
+            act: "f32",
+            maxBinding: 2 ** 27,
+          });
+          const whole = await outputsOf(gpu, CHUNKED, { split: 0 }, 12);
+          const cut = await outputsOf(gpu, CHUNKED, { split: 2 }, 12);
+          expect(CHUNKED.check(whole, i).every((o) => o.ok), "one pass, segment-aligned").toBe(true);
+          expect(cut.out.some((v, e) => !Object.is(v, whole.out[e])), "cut out differs").toBe(true);
+          return;
+        }
+        const [file, from] = edits[k];
+        const text = await shaderSource(file);
+        expect(text.includes(from), `${file} no longer contains "${from}"`).toBe(true);
+        // "· 0" rather than 0: the kernel must still use `rows` (its bind group layout is derived).
+        await withShader(gpu, file, text.replace(from, from.replace("% C", "* 0u")), () => run(k + 1));
+      };
+      await run(0);
     }),
   );
 });

@@ -30,6 +30,10 @@ struct Params {
 #ifdef NORM
   eps: f32,    // RMSNorm epsilon
 #endif
+#ifdef ROUTE
+  E: u32,      // experts (the router's logits per row)
+  renorm: u32, // 1: routing weights divided by their sum
+#endif
 }
 #endif
 @group(0) @binding(0) var<uniform> params: Params;
@@ -39,7 +43,13 @@ struct Params {
 @group(0) @binding(3) var<storage, read> scales: array<u32>;
 @group(0) @binding(4) var<storage, read> biases: array<u32>;
 #endif
+#ifdef ROUTE
+@group(0) @binding(5) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(7) var<storage, read_write> weights: array<f32>;
+@group(0) @binding(11) var<storage, read> logits: array<f32>;
+#else
 @group(0) @binding(5) var<storage, read> ids: array<u32>;
+#endif
 #ifdef COMBINE
 @group(0) @binding(6) var<storage, read_write> xr: array<f32>;
 @group(0) @binding(7) var<storage, read> weights: array<f32>;
@@ -60,11 +70,15 @@ var<workgroup> wk: array<f32, MAXK>;        // the row's routing weights
 // Whether the workgroup of pair q0 (expert e) serves e: e is in this shard and no earlier pair has it (the
 // workgroup of an expert's first pair serves all its pairs, its weights read once per block of 4).
 fn serves(e: u32, q0: u32) -> bool {
+#ifdef ROUTE
+  return true;   // one row: its k experts differ, and one shard holds them all
+#else
   if (e < params.e0 || e >= params.e0 + params.count) { return false; }
   for (var q = 0u; q < q0; q++) {
     if (ids[params.P0 + q] == e) { return false; }
   }
   return true;
+#endif
 }
 
 // Stack rows of team tid's 4 weight rows in the expert whose first stack row is base: GATE_UP gates j, j+1
@@ -86,6 +100,13 @@ struct Block { p: vec4<u32>, n: u32 }
 
 fn next_block(e: u32, q: ptr<function, u32>) -> Block {
   var b = Block(vec4<u32>(0u), 0u);
+#ifdef ROUTE
+  // One row: pair *q is its expert's only pair.
+  if (*q < params.pairs) {
+    b = Block(vec4<u32>(params.P0 + *q), 1u);
+    *q = params.pairs;
+  }
+#else
   while (*q < params.pairs && b.n < 4u) {
     if (ids[params.P0 + *q] == e) {
       b.p[b.n] = params.P0 + *q;
@@ -94,6 +115,7 @@ fn next_block(e: u32, q: ptr<function, u32>) -> Block {
     *q += 1u;
   }
   for (var j = b.n; j < 4u; j++) { b.p[j] = b.p[0]; }
+#endif
   return b;
 }
 

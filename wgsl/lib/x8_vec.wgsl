@@ -1,6 +1,14 @@
-// Shared by the int8-x vector kernels (matmul_vec_q4x8.wgsl, moe_vec_x8.wgsl): quantizing one row of x into
+// Shared by the int8-x vector kernels (matmul_vec_q4x8.wgsl, moe_vec_x8.wgsl): quantizing rows of x into
 // workgroup memory, the integer dot of one chunk, the staged chunk. Included after the kernel's x (vec4<f32>),
 // gamma (NORM), xq, xs, XW and WG, and after lib/x8.wgsl.
+
+// A quantized word's store: group words by pairs into xq, the group's (sx, Σx) into xs (word wi from slot 0).
+fn x8_store(ok: bool, wi: u32, g: X8Group) {
+  if (ok) {
+    if (wi % 2u == 0u) { xq[wi / 2u] = g.w; }
+    if (wi % 4u == 0u) { xs[wi / 4u] = vec2<f32>(g.sx, g.sum); }
+  }
+}
 
 // Quantizes the row of x starting at vec4 xb into slot j of xq / xs (with NORM x·gamma, returning this lane's
 // part of the row's Σx²). Every lane runs the loop the same number of times (shuffles in uniform control
@@ -19,11 +27,7 @@ fn x8_row(j: u32, xb: u32, lid: u32) -> f32 {
     a *= gamma[2u * wi];
     b *= gamma[2u * wi + 1u];
 #endif
-    let g = x8_group(a, b);
-    if (ok) {
-      if (wi % 2u == 0u) { xq[j * XW + wi / 2u] = g.w; }
-      if (wi % 4u == 0u) { xs[j * (XW / 2u) + wi / 4u] = vec2<f32>(g.sx, g.sum); }
-    }
+    x8_store(ok, j * (params.K / 8u) + wi, x8_group(a, b));
   }
   return ss;
 }

@@ -5,7 +5,8 @@
  * @module
  */
 import { ShapeError } from "../../errors.ts";
-import { moeCombine, moeRoute } from "../../ops/moe.ts";
+import { moeCombine } from "../../ops/moe.ts";
+import { moeRoute } from "../../ops/moe_route.ts";
 import { type CaseInputs, compareAll, int, type KernelCase } from "../case.ts";
 import { EXACT, type Tolerance } from "../compare.ts";
 import { BufferSet, readF32, readU32, seal } from "../harness.ts";
