@@ -6,7 +6,7 @@
  */
 import type { SchedulerOptions } from "./generation.ts";
 import type { KvPool } from "./kv_pool.ts";
-import { type CacheNode, PrefixCache } from "./prefix_cache.ts";
+import { PrefixCache } from "./prefix_cache.ts";
 import { PrefixStates } from "./prefix_state.ts";
 import { PrefixStore } from "./prefix_store.ts";
 import type { RecurrentState } from "./recurrent.ts";
@@ -27,7 +27,7 @@ export class PrefixReuse {
 
   /**
    * `recurrent`: the model's per-slot recurrent state, snapshotted for the cache (2 per slot) with the KV
-   * rings' window (`window` tokens); such models keep no second tier (page files hold no state).
+   * rings' window (`window` tokens); the second tier's files hold the snapshots with their pages.
    */
   constructor(
     readonly kv: KvPool,
@@ -45,14 +45,18 @@ export class PrefixReuse {
     this.states = this.cache && stateful
       ? new PrefixStates(recurrent, 2 * kv.shape.maxSlots, kv.ring, keep)
       : null;
-    const f = stateful ? undefined : opts.prefixFolder;
+    const f = opts.prefixFolder;
     this.store = f && this.cache
-      ? new PrefixStore(kv, this.cache, f.folder, f.fingerprint, f.budgetBytes)
+      ? new PrefixStore(kv, this.cache, f.folder, f.fingerprint, f.budgetBytes, this.states)
       : null;
     this.#spillDelayMs = f?.idleMs ?? 1000;
     const { store, states } = this;
-    if (store) this.cache!.onEvict = (node) => store.evicting(node);
-    if (states) this.cache!.onEvict = (node) => states.evicted(node);
+    if (store || states) {
+      this.cache!.onEvict = (node) => {
+        store?.evicting(node);
+        states?.evicted(node);
+      };
+    }
   }
 
   /**
@@ -83,31 +87,32 @@ export class PrefixReuse {
   /** Before `s`'s first prefill chunk: its row starts with the cached prefix, its prefill after it. */
   async reuse(s: Seq): Promise<void> {
     s.looked = true;
-    const { cache, kv } = this;
+    const { cache, kv, states, store } = this;
     if (!cache) return;
-    let nodes = cache.match(s.req.prompt);
-    if (this.states) nodes = this.#resume(s, nodes);
-    kv.share(s.slot, s.pages, nodes.map((n) => n.page));
+    const matched = cache.match(s.req.prompt);
+    // A hybrid model's match ends at its deepest snapshot, unless files continue all of it to a deeper one.
+    let nodes = states ? states.cut(matched) : matched;
     let loaded = 0;
-    if (this.store) {
-      this.#storeOpen ??= this.store.open();
+    if (store) {
+      kv.share(s.slot, s.pages, matched.map((n) => n.page));
+      this.#storeOpen ??= store.open();
       await this.#storeOpen;
-      loaded = await this.store.load(s.req.prompt, nodes, (pages) => kv.share(s.slot, s.pages, pages));
-    }
-    s.cached = s.prefilled = (nodes.length + loaded) * cache.pageSize;
+      loaded = await store.load(s.req.prompt, matched, (pages) => kv.share(s.slot, s.pages, pages));
+      if (loaded || !states) nodes = matched;
+      else kv.release(s.pages.splice(nodes.length));
+    } else kv.share(s.slot, s.pages, nodes.map((n) => n.page));
+    const pages = nodes.length + loaded;
+    if (states && pages) this.#resume(s, pages);
+    s.cached = s.prefilled = pages * cache.pageSize;
     cache.count(s.cached, loaded * cache.pageSize);
   }
 
-  /** A hybrid model's match ends at its deepest snapshot, which becomes the slot's state. */
-  #resume(s: Seq, matched: CacheNode[]): CacheNode[] {
-    const nodes = this.states!.cut(matched);
-    if (nodes.length) {
-      const gpu = this.kv.gpu;
-      const enc = gpu.device.createCommandEncoder({ label: "prefix state" });
-      this.states!.restore(enc, nodes[nodes.length - 1], s.slot, nodes.length);
-      gpu.device.queue.submit([enc.finish()]);
-    }
-    return nodes;
+  /** The slot's state becomes the snapshot of the node at page `pages` of its prompt. */
+  #resume(s: Seq, pages: number): void {
+    const gpu = this.kv.gpu;
+    const enc = gpu.device.createCommandEncoder({ label: "prefix state" });
+    this.states!.restore(enc, this.cache!.nodeAt(s.req.prompt, pages)!, s.slot, pages);
+    gpu.device.queue.submit([enc.finish()]);
   }
 
   /** `s`'s pages up to position `processed` are written (read back after them): later prompts may share. */

@@ -3,14 +3,25 @@
  * `tokens` (every token from the prompt's start through its last page, to check a match exactly),
  * `kv.{layer}` (pages, 2, nkv, pageSize, hd) as the pool stores them, `kv_scale.{layer}` (pages, ·) with
  * q8, and metadata: the format, the model fingerprint, the first page, the chain hash of its parent and of
- * every page, and a checksum of the tensors.
+ * every page, and a checksum of the tensors (in that order, then `state`).
+ * Format 2 adds, for models with per-sequence state (recurrent layers, sliding-window KV rings), `state`
+ * (U8): the prefix cache's snapshot of that state after the file's last page (prefix_state.ts), per
+ * recurrent layer its conv state (KC−1, C) f32 then its DeltaNet state (nv, dk, dv) f32, then per ring layer
+ * the window's pages before the boundary as the ring stores them, then per ring layer their q8 scales.
+ * Such a model resumes only at a page whose file holds it; a run without one is a path to deeper files.
+ * Format 1 files (no state) read as format 2.
  * @module
  */
 import { encodeSafetensors, type TensorIndex } from "../loader/safetensors.ts";
 import type { KvPool } from "./kv_pool.ts";
 import { ROOT_CHAIN } from "./prefix_cache.ts";
 
-export const PREFIX_FILE_FORMAT = "flint-prefix-1";
+export const PREFIX_FILE_FORMAT = "flint-prefix-2";
+
+/** Whether a file's `format` is one this version reads. */
+export function readsPageFormat(format: string | undefined): boolean {
+  return format === PREFIX_FILE_FORMAT || format === "flint-prefix-1";
+}
 
 /**
  * Checksum of the tensors' bytes: four lanes over little-endian 32-bit words, each step a bijection of the
@@ -52,6 +63,8 @@ export interface PageRun {
   tokens: Uint32Array;
   /** Per layer the pages' values, then per layer their q8 scales, as spill() read them back. */
   data: Uint8Array;
+  /** The state snapshot after the last page (stateful models; prefix_state.ts). */
+  state?: Uint8Array;
 }
 
 /** The file's parts (header, then tensor bytes). */
@@ -86,6 +99,7 @@ export function encodePageFile(kv: KvPool, run: PageRun): Uint8Array[] {
       data: run.data.subarray(off, off + scaleBytes),
     });
   }
+  if (run.state) tensors.push({ name: "state", dtype: "U8", shape: [run.state.byteLength], data: run.state });
   return encodeSafetensors(tensors, {
     format: PREFIX_FILE_FORMAT,
     fingerprint: run.fingerprint,
@@ -96,14 +110,18 @@ export function encodePageFile(kv: KvPool, run: PageRun): Uint8Array[] {
   });
 }
 
-/** The run a file's header describes; throws when it is not a page file of this pool and fingerprint. */
+/**
+ * The run a file's header describes, and whether it holds a state snapshot of `stateBytes` (0: the model
+ * keeps none); throws when it is not a page file of this pool and fingerprint.
+ */
 export function checkPageFile(
   h: TensorIndex,
   kv: KvPool,
   fingerprint: string,
-): { start: number; chains: string[]; parent: string } {
+  stateBytes = 0,
+): { start: number; chains: string[]; parent: string; state: boolean } {
   const m = h.metadata;
-  if (m.format !== PREFIX_FILE_FORMAT) throw new Error(`format ${m.format}, expected ${PREFIX_FILE_FORMAT}`);
+  if (!readsPageFormat(m.format)) throw new Error(`format ${m.format}, expected ${PREFIX_FILE_FORMAT}`);
   if (m.fingerprint !== fingerprint) throw new Error("written for another model or KV format");
   const chains = (m.chains ?? "").split(",").filter(Boolean);
   const start = Number(m.start);
@@ -117,5 +135,7 @@ export function checkPageFile(
       throw new Error(`kv.${l} has the wrong size`);
     }
   }
-  return { start, chains, parent: m.parent ?? ROOT_CHAIN };
+  const state = h.tensors.get("state");
+  if (state && state.byteLength !== stateBytes) throw new Error("state has the wrong size");
+  return { start, chains, parent: m.parent ?? ROOT_CHAIN, state: !!state };
 }

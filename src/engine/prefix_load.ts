@@ -2,7 +2,10 @@
  * Loading cached pages from the prefix cache's files (prefix_store.ts): the longest run of the prompt's
  * pages after its memory match whose chain hashes are in files, one file segment at a time: read, checked
  * (checksum, then every token up to the segment's end), uploaded into pages taken from the pool, added to
- * the cache as already written and handed to the sequence before anything can evict them.
+ * the cache as already written and handed to the sequence before anything can evict them. A model with
+ * per-sequence state uses the run only up to its deepest page whose file holds a state snapshot, loaded
+ * into the prefix cache's snapshots (prefix_state.ts) for the caller to restore; it takes the pages only
+ * once every file up to that one has loaded.
  * @module
  */
 import { readHeader } from "../loader/safetensors.ts";
@@ -14,7 +17,7 @@ import type { PrefixStore, StoredFile } from "./prefix_store.ts";
  * Extends `matched` (the memory match of `prompt`) with pages from files: uploaded into pages taken from
  * the pool, added to the cache (as written already) and handed to `take` (the sequence's share) before
  * anything can evict them. Returns the pages loaded; a file that fails its checks is deleted and the load
- * stops before it, as it does when the pool has no pages to spare.
+ * stops before it, as it does when the pool has no pages to spare (a stateful model's then takes none).
  */
 export async function loadPages(
   store: PrefixStore,
@@ -39,13 +42,35 @@ export async function loadPages(
     segments.push({ file, from, upto });
     loaded += upto - from;
   }
+  const states = store.states;
+  if (states) {
+    // Only up to the deepest segment that ends a file holding the state after its last page.
+    const ends = (g: { file: StoredFile; upto: number }) => g.file.state && g.upto === g.file.chains.length;
+    while (segments.length && !ends(segments[segments.length - 1])) segments.pop();
+  }
   let parent = matched.length ? matched[matched.length - 1] : store.cache.root;
   let loaded = 0;
+  const held: number[] = [];
+  let state: Uint8Array | undefined;
   for (const seg of segments) {
-    const got = await place(store, seg, await fetchFile(store, seg.file), prompt, parent, take);
+    const fetched = await fetchFile(store, seg.file);
+    const got = await place(store, seg, fetched, prompt, parent);
     if (!got) break;
-    parent = got;
+    parent = got.node;
     loaded += seg.upto - seg.from;
+    if (states) {
+      held.push(...got.pages);
+      state = (fetched as { data: Map<string, Uint8Array> }).data.get("state");
+    } else {
+      take(got.pages);
+      store.kv.release(got.pages);
+    }
+  }
+  if (states) {
+    const whole = loaded === segments.reduce((a, g) => a + g.upto - g.from, 0);
+    if (loaded && whole && state && states.load(parent, state)) take(held);
+    else loaded = 0;
+    store.kv.release(held);
   }
   store.folder.release?.();
   return loaded;
@@ -61,6 +86,7 @@ async function fetchFile(
   const src = store.folder.source;
   const names = ["tokens", ...Array.from({ length: L }, (_, l) => `kv.${l}`)];
   if (kv.scales) names.push(...Array.from({ length: L }, (_, l) => `kv_scale.${l}`));
+  if (file.state) names.push("state");
   try {
     const h = await readHeader(src, file.name);
     const spans = names.map((k) => {
@@ -84,8 +110,8 @@ async function fetchFile(
 }
 
 /**
- * Pages [from, upto) of a fetched file into the pool and the cache under `parent`; null if not loaded
- * (a file that fails its checksum is deleted).
+ * Pages [from, upto) of a fetched file into the pool and the cache under `parent`: the last node and the
+ * pages (one reference the caller's), or null if not loaded (a file that fails its checksum is deleted).
  */
 async function place(
   store: PrefixStore,
@@ -93,8 +119,7 @@ async function place(
   fetched: { data: Map<string, Uint8Array>; checksum: string } | Error,
   prompt: ArrayLike<number>,
   parent: CacheNode,
-  take: (pages: number[]) => void,
-): Promise<CacheNode | null> {
+): Promise<{ node: CacheNode; pages: number[] } | null> {
   const { kv } = store;
   const ps = kv.shape.pageSize;
   const L = kv.shape.layers;
@@ -142,7 +167,5 @@ async function place(
     const tokens = Uint32Array.from(Array.prototype.slice.call(prompt, at, at + ps));
     node = store.cache.adopt(node, tokens, pages[i], true);
   }
-  take(pages);
-  kv.release(pages);
-  return node;
+  return { node, pages };
 }

@@ -8,6 +8,9 @@
  * given up first; a node without one is only a path to deeper ones. Sliding-window layers' KV rings
  * (kv_ring.ts) are per-slot state too: a snapshot also keeps the ring pages the window before its boundary
  * covers, copied back into the resuming slot's ring.
+ * A snapshot travels with its page to the second tier: read back (encodeRead) into the file of the run
+ * that ends at its page (prefix_file.ts), and uploaded from it into a snapshot (load) when the page is
+ * loaded back, to be restored like one saved in memory.
  * @module
  */
 import { type CacheNode, reusablePages } from "./prefix_cache.ts";
@@ -22,6 +25,7 @@ export class PrefixStates {
   /** Snapshot id → the cache node holding it. */
   #held = new Map<number, CacheNode>();
 
+  readonly #queue: GPUQueue;
   /** Tokens per chunk of the chunked DeltaNet prefill (1 without DeltaNet layers). */
   readonly #chunk: number;
 
@@ -37,6 +41,7 @@ export class PrefixStates {
   ) {
     this.#pool = state && new RecurrentState(state.gpu, state.config, count, "snapshot");
     this.#rings = ring && new RingSnapshots(ring, count, ringKeep);
+    this.#queue = (state?.gpu ?? ring!.gpu).device.queue;
     const d = state?.config.hybrid?.deltanet;
     this.#chunk = d ? deltaChunkLen(state.gpu.info, d.dk, d.dv) : 1;
     this.#free = Array.from({ length: count }, (_, i) => count - 1 - i);
@@ -63,18 +68,73 @@ export class PrefixStates {
    * sequences.
    */
   save(enc: GPUCommandEncoder, slot: number, page: number): number | null {
-    let id = this.#free.pop();
-    if (id === undefined) {
-      let lru: [number, CacheNode] | null = null;
-      for (const e of this.#held) if (!lru || e[1].lastUsed < lru[1].lastUsed) lru = e;
-      if (!lru) return null;
-      id = lru[0];
-      this.#held.delete(id);
-      lru[1].state = undefined;
-    }
+    const id = this.#take();
+    if (id === null) return null;
     if (this.state) this.state.encodeCopy(enc, slot, this.#pool!, id);
     this.#rings?.encode(enc, slot, id, page);
     return id;
+  }
+
+  /** A free snapshot, else the least recently used node's (null when every one is pending). */
+  #take(): number | null {
+    const id = this.#free.pop();
+    if (id !== undefined) return id;
+    let lru: [number, CacheNode] | null = null;
+    for (const e of this.#held) if (!lru || e[1].lastUsed < lru[1].lastUsed) lru = e;
+    if (!lru) return null;
+    this.#held.delete(lru[0]);
+    lru[1].state = undefined;
+    return lru[0];
+  }
+
+  /**
+   * One snapshot's buffers, in the order a page file stores them: per recurrent layer its conv state
+   * then its DeltaNet state, then per ring layer the `keep` pages' values, then per ring layer their scales.
+   */
+  #spans(id: number): { buf: GPUBuffer; at: number; bytes: number }[] {
+    const out: { buf: GPUBuffer; at: number; bytes: number }[] = [];
+    for (const l of this.#pool?.layers ?? []) {
+      if (!l) continue;
+      out.push({ buf: l.conv, at: id * l.convBytes, bytes: l.convBytes });
+      if (l.delta) out.push({ buf: l.delta, at: id * l.deltaBytes, bytes: l.deltaBytes });
+    }
+    const r = this.#rings;
+    if (r) {
+      const { pageValueBytes: v, pageScaleBytes: sc } = r.ring.shape;
+      for (const b of r.values) out.push({ buf: b, at: id * r.keep * v, bytes: r.keep * v });
+      for (const b of r.scales ?? []) out.push({ buf: b, at: id * r.keep * sc, bytes: r.keep * sc });
+    }
+    return out;
+  }
+
+  /** Bytes of one snapshot as a page file stores it. */
+  get snapshotBytes(): number {
+    return this.#spans(0).reduce((a, s) => a + s.bytes, 0);
+  }
+
+  /** Encodes the copy of `node`'s snapshot into `staging` at `offset` (snapshotBytes). */
+  encodeRead(enc: GPUCommandEncoder, node: CacheNode, staging: GPUBuffer, offset: number): void {
+    for (const s of this.#spans(node.state as number)) {
+      enc.copyBufferToBuffer(s.buf, s.at, staging, offset, s.bytes);
+      offset += s.bytes;
+    }
+  }
+
+  /**
+   * Uploads a snapshot read from a file (`data`, snapshotBytes) and gives it to `node`; false when every
+   * snapshot is pending.
+   */
+  load(node: CacheNode, data: Uint8Array): boolean {
+    if (typeof node.state === "number") return true;
+    const id = this.#take();
+    if (id === null) return false;
+    let off = 0;
+    for (const s of this.#spans(id)) {
+      this.#queue.writeBuffer(s.buf, s.at, data, off, s.bytes);
+      off += s.bytes;
+    }
+    this.attach(node, id);
+    return true;
   }
 
   /** Gives snapshot `id` to `node` (or frees it when the node has one already). */

@@ -6,6 +6,8 @@
  * copied by the next group's commands before their reuse and written after its read-back; they are read
  * when a prompt misses in memory (prefix_load.ts). A file that does not parse, is short, fails its checksum
  * or names another fingerprint is deleted, never used.
+ * A model with per-sequence state (prefix_state.ts) ends a run at a page holding a state snapshot and
+ * writes the snapshot with it; pages evicted unwritten are written without one.
  * @module
  */
 import { readHeader, type TensorIndex } from "../loader/safetensors.ts";
@@ -14,6 +16,7 @@ import type { KvPool } from "./kv_pool.ts";
 import type { CacheNode, PrefixCache } from "./prefix_cache.ts";
 import { checkPageFile, encodePageFile } from "./prefix_file.ts";
 import { loadPages } from "./prefix_load.ts";
+import type { PrefixStates } from "./prefix_state.ts";
 
 /** Bytes read back per spill: bounds the staging buffer and the pause a request arriving meanwhile sees. */
 const SPILL_BYTES = 128 * 2 ** 20;
@@ -49,6 +52,8 @@ export interface StoredFile {
   start: number;
   chains: string[];
   parent: string;
+  /** It holds the state snapshot after its last page (stateful models). */
+  state: boolean;
   lastUsed: number;
 }
 
@@ -79,6 +84,8 @@ export class PrefixStore {
     /** Model weights, quantization, KV type and page size, hashed (prefix_folder.ts). */
     readonly fingerprint: string,
     readonly budgetBytes: number,
+    /** The state snapshots of a stateful model, written with the pages they follow. */
+    readonly states: PrefixStates | null = null,
   ) {}
 
   /** Indexes the folder's files; broken ones are deleted with a warning. */
@@ -96,7 +103,7 @@ export class PrefixStore {
   }
 
   #check(name: string, h: TensorIndex): Omit<StoredFile, "bytes" | "lastUsed"> {
-    return { name, ...checkPageFile(h, this.kv, this.fingerprint) };
+    return { name, ...checkPageFile(h, this.kv, this.fingerprint, this.states?.snapshotBytes) };
   }
 
   #add(f: Omit<StoredFile, "bytes" | "lastUsed">, bytes: number, lastUsed: number): void {
@@ -209,8 +216,9 @@ export class PrefixStore {
   }
 
   /** Writes a run's file after the files already queued (a parent's file before its children's). */
-  #enqueue(run: CacheNode[], data: Uint8Array): void {
-    this.#writing = (this.#writing ?? Promise.resolve()).then(() => this.#write(run, data)).catch((e) => {
+  #enqueue(run: CacheNode[], data: Uint8Array, state?: Uint8Array): void {
+    const write = () => this.#write(run, data, state);
+    this.#writing = (this.#writing ?? Promise.resolve()).then(write).catch((e) => {
       console.warn(`[flint] prefix cache: writing to ${this.folder.where} failed (${(e as Error).message})`);
       for (const node of run) node.stored = false;
     });
@@ -278,7 +286,10 @@ export class PrefixStore {
     const n = run.length;
     const valueBytes = n * kv.pageValueBytes;
     const scaleBytes = n * kv.pageScaleBytes;
-    const total = L * (valueBytes + scaleBytes);
+    const pages = L * (valueBytes + scaleBytes);
+    const last = run[n - 1];
+    const states = typeof last.state === "number" ? this.states : null;
+    const total = pages + (states?.snapshotBytes ?? 0);
     const gpu = kv.gpu;
     const staging = gpu.memory.create("staging", {
       label: "prefix_spill",
@@ -289,6 +300,7 @@ export class PrefixStore {
     try {
       const enc = gpu.device.createCommandEncoder({ label: "prefix_spill" });
       this.#copyPages(enc, run, staging, 0);
+      states?.encodeRead(enc, last, staging, pages);
       gpu.device.queue.submit([enc.finish()]);
       await staging.mapAsync(GPUMapMode.READ);
       data = staging.getMappedRange().slice(0);
@@ -297,11 +309,15 @@ export class PrefixStore {
       gpu.memory.destroy(staging);
     }
     for (const node of run) node.stored = true;
-    this.#enqueue(run, new Uint8Array(data));
+    const all = new Uint8Array(data);
+    this.#enqueue(run, all.subarray(0, pages), states ? all.subarray(pages) : undefined);
     return true;
   }
 
-  /** The next run to write: an unwritten page whose parent is written, then its unwritten descendants. */
+  /**
+   * The next run to write: an unwritten page whose parent is written, then its unwritten descendants (a
+   * stateful model's through the first holding a state snapshot).
+   */
   #nextRun(): CacheNode[] {
     const perPage = this.kv.bytesPerPage;
     const maxPages = Math.max(1, Math.floor(this.runBytes / perPage));
@@ -312,6 +328,7 @@ export class PrefixStore {
     const run: CacheNode[] = [];
     for (let n = first; n && !n.stored && run.length < maxPages;) {
       run.push(n);
+      if (this.states && typeof n.state === "number") break;
       let next: CacheNode | null = null;
       for (const c of n.children.values()) if (!c.stored && (!next || c.lastUsed > next.lastUsed)) next = c;
       n = next;
@@ -319,7 +336,7 @@ export class PrefixStore {
     return run;
   }
 
-  async #write(run: CacheNode[], data: Uint8Array): Promise<void> {
+  async #write(run: CacheNode[], data: Uint8Array, state?: Uint8Array): Promise<void> {
     const { kv } = this;
     const ps = kv.shape.pageSize;
     const n = run.length;
@@ -330,11 +347,12 @@ export class PrefixStore {
     }
     const chains = run.map((r) => r.chain);
     const parent = run[0].parent!.chain;
-    const parts = encodePageFile(kv, { fingerprint: this.fingerprint, start, parent, chains, tokens, data });
+    const f = { fingerprint: this.fingerprint, start, parent, chains, tokens, data, state };
+    const parts = encodePageFile(kv, f);
     const name = `${chains[n - 1]}.safetensors`;
     await this.folder.write(name, parts);
     this.#add(
-      { name, start, chains, parent },
+      { name, start, chains, parent, state: !!state },
       parts.reduce((a, p) => a + p.byteLength, 0),
       ++this.#clock,
     );

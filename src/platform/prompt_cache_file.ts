@@ -7,7 +7,7 @@
  */
 import type { Engine } from "../engine/engine.ts";
 import type { SchedulerOptions } from "../engine/generation.ts";
-import { PREFIX_FILE_FORMAT } from "../engine/prefix_file.ts";
+import { readsPageFormat } from "../engine/prefix_file.ts";
 import { Scheduler } from "../engine/scheduler.ts";
 import { LoaderError, ValidationError } from "../errors.ts";
 import { encodeSafetensors, readHeader, readTensorBytes } from "../loader/safetensors.ts";
@@ -26,7 +26,7 @@ function split(path: string): [string, string] {
 export async function savePromptCache(engine: Engine, modelDir: string, ids: number[], out: string) {
   const ps = engine.kv.shape.pageSize;
   if (engine.recurrent || engine.kv.ring) {
-    // The prefix cache's files hold pool pages only (prefix.ts keeps no second tier for such models).
+    // A prompt-cache file holds pool pages only (no recurrent state or KV rings).
     throw new ValidationError(
       `${engine.info.name} keeps per-sequence state a cache file cannot hold`,
       "prompt",
@@ -96,7 +96,7 @@ export async function openPromptCache(
     }
     const m = h.metadata;
     const tokens = h.tensors.get("tokens");
-    if (m.format !== PREFIX_FILE_FORMAT || !tokens || m.prompt_tail === undefined) {
+    if (!readsPageFormat(m.format) || !tokens || m.prompt_tail === undefined) {
       throw bad("not a Flint prompt-cache file (make one with `deno task cache-prompt`)");
     }
     const fingerprint = await modelFingerprint(modelDir, engine);
