@@ -56,10 +56,7 @@ export interface EngineOptions {
   logitRows?: number;
   /** Bytes the KV pool may use (default 4 GiB). */
   kvBudget?: number;
-  /**
-   * Sliding-window layers keep a ring of pages per slot, the window and a step's rows (default true); false:
-   * pool pages for the whole context like full layers (the layout the ring is tested against).
-   */
+  /** Sliding-window layers keep a ring of pages per slot (default true; false: pool pages, as full layers). */
   kvRing?: boolean;
   /**
    * KV cache element type (default "act": f16, or f32 without shader-f16). "q8": 8-bit codes with a scale
@@ -179,17 +176,9 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
-    const {
-      maxBatch,
-      pageSize,
-      prefillChunk,
-      soloPrefillChunk,
-      contextWindow,
-      maxPages,
-      numPages,
-      ring,
-      cap,
-    } = engineSizes(config, gpu, kvType, opts);
+    const sizes = engineSizes(config, gpu, kvType, opts);
+    const { maxBatch, prefillChunk, soloPrefillChunk, contextWindow, cap } = sizes;
+    const { pageSize, maxPages, numPages, ring } = sizes;
     const kv = new KvPool(gpu, {
       layers: kvLayerCount(config),
       nkv: d.nkv,

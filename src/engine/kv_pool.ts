@@ -6,7 +6,7 @@
  * layers (`shape.ring`) keep a fixed ring of pages per slot instead (kv_ring.ts), outside the pool.
  * @module
  */
-import { CapacityError } from "../errors.ts";
+import { CapacityError, ShapeError } from "../errors.ts";
 import type { Gpu } from "../gpu/device.ts";
 import { kv8Block } from "../ops/kv8.ts";
 import { KvRing } from "./kv_ring.ts";
@@ -124,6 +124,17 @@ export class KvPool {
   /** The page table layer `l`'s attention reads through: the ring's for a ring layer. */
   tableOf(l: number): GPUBuffer {
     return this.ring && this.shape.ring!.layers.includes(l) ? this.ring.table : this.pageTable;
+  }
+
+  /**
+   * Throws unless a `rows`-row prefill segment of layer `l` whose rows read `window` keys back fits the
+   * layer's ring (the segment writes all its keys before reading); pool layers always fit.
+   */
+  checkSegment(l: number, window: number | undefined, rows: number): void {
+    if (this.tableOf(l) === this.pageTable) return;
+    if ((window ?? Infinity) + rows - 1 > this.shape.ring!.pages * this.shape.pageSize) {
+      throw new ShapeError(`a ${rows}-row segment overruns KV layer ${l}'s ring`);
+    }
   }
 
   get freePages(): number {

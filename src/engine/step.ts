@@ -312,12 +312,8 @@ export class StepGraph {
         maxSplit: acts.maxSplit,
       });
     }
-    const ring = kv.tableOf(kl) !== kv.pageTable ? kv.shape.ring!.pages * kv.shape.pageSize : Infinity;
     for (const s of this.layout.segments) {
-      // A segment writes all its keys before reading: they and the window must fit the ring (kv_ring.ts).
-      if ((opts.window ?? Infinity) + s.len - 1 > ring) {
-        throw new ShapeError(`a ${s.len}-row segment overruns layer ${layer}'s KV ring`);
-      }
+      kv.checkSegment(kl, opts.window, s.len);
       await attentionPrefill(this.ctx, {
         ...common,
         q: acts.q,

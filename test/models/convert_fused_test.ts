@@ -18,7 +18,7 @@ import { readRows, type RowSource } from "../../src/loader/convert_plan.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { Gpu } from "../../src/gpu/device.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
-import { FIXTURES, readGolden, worstLogit } from "../util/fixtures.ts";
+import { FIXTURES, readGolden, topAgreement, worstLogit } from "../util/fixtures.ts";
 import { countMismatches } from "../util/quantize.ts";
 import { cat, fuseExperts, readConfig, readTensors, type Tensor, writeModel } from "../loader/checkpoints.ts";
 
@@ -187,18 +187,4 @@ function relRms(a: Float32Array, b: Float32Array): number {
   let d = 0, r = 0;
   for (let i = 0; i < a.length; i++) d += (a[i] - b[i]) ** 2, r += b[i] ** 2;
   return Math.sqrt(d / r);
-}
-
-/** Prompt positions whose top token is the same in both (rows of `V` logits). */
-function topAgreement(a: Float32Array, b: Float32Array, V: number): number {
-  let n = 0;
-  for (let p = 0; p < a.length / V; p++) {
-    let ia = 0, ib = 0;
-    for (let v = 1; v < V; v++) {
-      if (a[p * V + v] > a[p * V + ia]) ia = v;
-      if (b[p * V + v] > b[p * V + ib]) ib = v;
-    }
-    if (ia === ib) n++;
-  }
-  return n;
 }

@@ -12,21 +12,7 @@ import { readTensorIndex } from "../../src/loader/safetensors.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { Gpu } from "../../src/gpu/device.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
-import { FIXTURES, readGolden } from "../util/fixtures.ts";
-
-/** Prompt positions whose top token is the same in both (rows of `V` logits). */
-function topAgreement(a: Float32Array, b: Float32Array, V: number): number {
-  let n = 0;
-  for (let p = 0; p < a.length / V; p++) {
-    let ia = 0, ib = 0;
-    for (let v = 1; v < V; v++) {
-      if (a[p * V + v] > a[p * V + ia]) ia = v;
-      if (b[p * V + v] > b[p * V + ib]) ib = v;
-    }
-    if (ia === ib) n++;
-  }
-  return n;
-}
+import { FIXTURES, readGolden, topAgreement } from "../util/fixtures.ts";
 
 const dirs: string[] = [];
 let gpu: Gpu | null = null;

@@ -40,3 +40,17 @@ export function worstLogit(
   }
   return { worst, where: `max diff ${worst} at position ${Math.floor(at / vocab)}, token ${at % vocab}` };
 }
+
+/** Prompt positions whose top token is the same in both (rows of `V` logits). */
+export function topAgreement(a: Float32Array, b: Float32Array, V: number): number {
+  let n = 0;
+  for (let p = 0; p < a.length / V; p++) {
+    let ia = 0, ib = 0;
+    for (let v = 1; v < V; v++) {
+      if (a[p * V + v] > a[p * V + ia]) ia = v;
+      if (b[p * V + v] > b[p * V + ib]) ib = v;
+    }
+    if (ia === ib) n++;
+  }
+  return n;
+}
