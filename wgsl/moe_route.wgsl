@@ -3,10 +3,10 @@
 //   ids[r, j] = j-th chosen expert;  weights[r, j] = its probability, / Σ_j of them when renorm ≠ 0
 //   (HF norm_topk_prob)                                        rows r = row0 .. row0 + R − 1
 // Bindings:  logits (rows, E) f32;  ids (rows, k) u32;  weights (rows, k) f32
-// Grid: R workgroups (folded 2-D), one per row, of WG lanes (a power of two, E ≤ 4·WG): the row's logits
-// go to workgroup memory, then lib/topk.wgsl picks k (by subgroup operations under TOPK_SUBGROUPS). Nothing
-// depends on other rows (batch invariance); with the same WG, moe_vec_x8.wgsl's ROUTE gives a decode row the
-// same ids and weights.
+// Grid: R workgroups (folded 2-D), one per row, of WG lanes (a power of two, E ≤ 4·WG): lib/topk.wgsl picks
+// k, by one subgroup alone under TOPK_ONE_SUBGROUP (WG = SGS), else from the row's logits in workgroup memory
+// (by subgroup operations under TOPK_SUBGROUPS). Nothing depends on other rows (batch invariance); with the
+// same defines, moe_vec_x8.wgsl's ROUTE gives a decode row the same ids and weights.
 #include "lib/common.wgsl"
 
 override WG: u32 = 128;
@@ -35,7 +35,9 @@ struct Params {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let r = params.row0 + wg_linear(wid, nwg);
+#ifndef TOPK_ONE_SUBGROUP
   for (var e = lid; e < params.E; e += WG) { tk_p[e] = logits[r * params.E + e]; }
   workgroupBarrier();
-  route_row(r, params.E, params.k, params.renorm != 0u, lid, true);
+#endif
+  _ = route_row(r, params.E, params.k, params.renorm != 0u, lid, true, 0u);
 }

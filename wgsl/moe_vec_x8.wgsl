@@ -25,7 +25,7 @@
 // A pair's bits are the same whichever slot or block it takes, under COMBINE or not (for the same T and K),
 // and never depend on M or the other rows.
 // ROUTE (GATE_UP, one decode row, one shard): no ids in; each workgroup picks the row's experts from its
-// router logits itself (lib/topk.wgsl with subgroups, WG lanes as moe_route.wgsl's) and serves pair y;
+// router logits itself (lib/topk.wgsl with subgroups, moe_route.wgsl's defines) and serves pair y;
 // workgroup (0, 0) writes ids and weights (rows, k) for down. One dispatch less a layer; the bits of
 // moe_route.wgsl then this kernel.
 // Bindings (ROUTE): logits (rows, E) f32; ids (rows, k) u32, weights (rows, k) f32 written.
@@ -58,6 +58,7 @@ var<workgroup> xs: array<vec2<f32>, (XW / 2u) * XR>; // [slot][K / 32]: (sx, Σx
 const MAX_E: u32 = 512u;
 const MAX_K: u32 = 16u;
 #include "lib/topk.wgsl"
+var<workgroup> routed: u32;   // the workgroup's expert, loaded uniformly
 #endif
 
 fn x8_stage(rows: vec4<u32>, ci: u32, cpr: u32) -> X8Stage {
@@ -142,10 +143,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // One decode row (P0 = row·k): every workgroup routes it (moe_route.wgsl's code and WG: the same bits);
   // workgroup (0, 0) stores the ids and weights for the down kernel. e only addresses weights.
   let r = params.P0 / params.pairs;
+#ifndef TOPK_ONE_SUBGROUP
   for (var i = lid; i < params.E; i += WG) { tk_p[i] = logits[r * params.E + i]; }
   workgroupBarrier();
-  route_row(r, params.E, params.pairs, params.renorm != 0u, lid, wid.x == 0u && q0 == 0u);
-  let e = tk_ids[q0];
+#endif
+  let pick = route_row(r, params.E, params.pairs, params.renorm != 0u, lid, wid.x == 0u && q0 == 0u, q0);
+  if (lid == 0u) { routed = pick; }
+  let e = workgroupUniformLoad(&routed);
 #else
   let e = ids[params.P0 + q0];
 #endif

@@ -101,6 +101,8 @@ export interface StepResources {
 /** `prefillNormed`: xn already holds this norm of the prefill rows (prefillNorm ran for the block). */
 export interface Normed {
   prefillNormed?: boolean;
+  /** Decode rows on int8 x whatever the weight's size (`MatmulArgs.int8AnySize`). */
+  int8AnySize?: boolean;
 }
 
 /** The gated MLP activation: SwiGLU's silu, or GeGLU's tanh-approximated gelu (Gemma). */
@@ -148,7 +150,7 @@ export class StepGraph {
    */
   async normLinear(weight: GPUBuffer, g: LinearGroup, dst: ActName, o: Normed = {}): Promise<void> {
     if (!o.prefillNormed) await this.prefillNorm(weight);
-    await this.#linear("xn", g, dst, { weight, eps: this.res.dims.eps });
+    await this.#linear("xn", g, dst, { weight, eps: this.res.dims.eps }, o.int8AnySize);
   }
 
   /** An activation buffer by name (hybrid ones only where the model declared them). */
@@ -221,6 +223,7 @@ export class StepGraph {
     g: LinearGroup,
     dst: ActName | "x",
     norm?: { weight: GPUBuffer; eps: number },
+    int8AnySize = false,
   ): Promise<void> {
     const acts = this.res.acts;
     const x = this.buffer(src);
@@ -241,6 +244,7 @@ export class StepGraph {
           ldy: g.N,
           nOff: p.nOff,
           norm,
+          int8AnySize,
         });
       }
       if (P > 0) {

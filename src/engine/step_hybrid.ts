@@ -193,7 +193,7 @@ export async function moe(g: StepGraph, ln: GPUBuffer, w: MoeWeights): Promise<v
   const P = g.R - g.D;
   const normed = { prefillNormed: true };
   if (P > 0) await g.prefillNorm(ln);
-  await g.normLinear(ln, w.gate, "router", normed);
+  await g.normLinear(ln, w.gate, "router", { ...normed, int8AnySize: g.ctx.gpu.profile.moe.routerInt8X });
   // A lone decode row is routed inside its experts' gate|up (one dispatch less); other rows here.
   const fuse = g.D === 1 && moeGateUpRoutes(g.ctx.gpu, w.gate_up, k);
   const route = { logits: m.router, ids: m.ids, weights: m.weights, E, k, renormalize: spec.renormalize };

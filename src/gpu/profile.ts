@@ -99,12 +99,18 @@ export interface MoeProfile {
   int8X: boolean;
   /** Residual columns per workgroup of the int8-x down kernel with the combine (`moe_vec_x8.wgsl`). */
   downColumns: number;
+  /** The top-k on one subgroup alone where it holds the row's experts (lib/topk.wgsl's TOPK_ONE_SUBGROUP). */
+  oneSubgroupRoute: boolean;
+  /** A 4-bit router's decode rows on int8 x whatever its size (`matmul.int8MinWeights` does not apply). */
+  routerInt8X: boolean;
 }
 
 /** Gated DeltaNet prefill (src/ops/recurrent.ts). */
 export interface DeltaNetProfile {
   /** Prefill segments take the chunked (WY) kernels; else the token-by-token recurrence decode rows use. */
   chunked: boolean;
+  /** Lanes per workgroup of the recurrent kernel (`gated_delta.wgsl`, a value head each; the adapter caps it). */
+  recurrentWorkgroupSize: number;
 }
 
 export interface KernelProfile {
@@ -133,8 +139,15 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     vectorInt8: { enabled: true, workgroupSize: 256, wideWorkgroupSize: 128, wideN: 4096, maxK: 8192 },
     tiled: { wideN: 4096, int8: true, wideTileMinWorkgroups: 256, splitK: 2, splitKMaxRows: 4096 },
   },
-  moe: { gateUpLanes: 0, downLanes: 0, int8X: true, downColumns: 8 },
-  deltaNet: { chunked: true },
+  moe: {
+    gateUpLanes: 0,
+    downLanes: 0,
+    int8X: true,
+    downColumns: 8,
+    oneSubgroupRoute: true,
+    routerInt8X: true,
+  },
+  deltaNet: { chunked: true, recurrentWorkgroupSize: 1024 },
   decodeAttention: {
     keysPerSplit: 256,
     workgroupSize: 128,

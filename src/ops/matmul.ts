@@ -43,6 +43,8 @@ export interface MatmulArgs {
   splitK?: { buffer: GPUBuffer; rows: number };
   /** Tiled mode: keep x in f32 even where int8 x would be taken (logits read in full: tests, eval). */
   f32x?: boolean;
+  /** Vector mode: int8 x for a 4-bit weight of any size (the MoE router: the profile's `moe.routerInt8X`). */
+  int8AnySize?: boolean;
 }
 
 /**
@@ -56,13 +58,14 @@ export function usesInt8X(
   gpu: Pick<Gpu, "info" | "profile">,
   w: Pick<Linear, "format" | "K" | "N">,
   mode: "vec" | "tiled" = "vec",
+  minWeights = gpu.profile.matmul.int8MinWeights,
 ): boolean {
   const { info } = gpu;
   const p = gpu.profile.matmul;
   const f = w.format;
-  if (
-    f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0 || w.N * w.K < p.int8MinWeights
-  ) return false;
+  if (f.kind !== "q" || f.bits !== 4 || f.groupSize % 32 !== 0 || w.K % 32 !== 0 || w.N * w.K < minWeights) {
+    return false;
+  }
   const sub = info.subgroupMinSize;
   if (!info.int8Dot || !info.subgroups || sub < 4 || sub !== info.subgroupMaxSize) return false;
   // The tiled kernel's workgroup memory is fixed (64 rows and 128 columns of two 32-value sub-tiles: 15 KiB).
@@ -118,8 +121,9 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
     };
     if (a.mode === "vec") {
       const vparams = { ...shard.params, eps: a.norm?.eps ?? 0 };
-      if (usesInt8X(ctx.gpu, w)) await vectorInt8(ctx, { ...shard, params: vparams });
-      else await vector(ctx, { ...shard, params: vparams }, w);
+      if (usesInt8X(ctx.gpu, w, "vec", a.int8AnySize ? 0 : undefined)) {
+        await vectorInt8(ctx, { ...shard, params: vparams });
+      } else await vector(ctx, { ...shard, params: vparams }, w);
     } else if (!a.f32x && usesInt8X(ctx.gpu, w, "tiled")) {
       await tiledInt8(ctx, shard, a.splitK);
     } else {

@@ -30,7 +30,15 @@ import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { ExpertLinear, WeightFormat } from "./linear.ts";
-import { combineShape, moeUsesInt8X, vecKernel, vecShape, X8_WG, x8CombineCols } from "./moe_vec.ts";
+import {
+  combineShape,
+  moeUsesInt8X,
+  routesOnOneSubgroup,
+  vecKernel,
+  vecShape,
+  X8_WG,
+  x8CombineCols,
+} from "./moe_vec.ts";
 
 /** Most experts the router and the grouping take (their workgroup arrays). */
 export const MOE_MAX_EXPERTS = 512;
@@ -276,7 +284,8 @@ async function expertMatmul(
       const WG = x8 ? X8_WG : v.WG;
       const perWg = (WG / v.T) * (io.gateUp ? 2 : 4);
       const r = io.route;
-      const kdefs = { ...defines, ...(io.norm ? { NORM: 1 } : {}), ...(r ? { ROUTE: 1 } : {}) };
+      const one: Defines = r && routesOnOneSubgroup(ctx.gpu, r.E, k) ? { TOPK_ONE_SUBGROUP: 1 } : {};
+      const kdefs = { ...defines, ...(io.norm ? { NORM: 1 } : {}), ...(r ? { ROUTE: 1, ...one } : {}) };
       await record(
         ctx,
         vecKernel(ctx.gpu, w.format, w.K, { ...v, WG }, kdefs, x8 ? 4 : 0),

@@ -12,7 +12,7 @@
 import { grid1d, type KernelSpec } from "../gpu/kernel.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { MOE_MAX_EXPERTS, MOE_MAX_K } from "./moe.ts";
-import { X8_WG } from "./moe_vec.ts";
+import { routesOnOneSubgroup, X8_WG } from "./moe_vec.ts";
 
 /**
  * Router from logits: for rows row0 .. row0 + R − 1, softmax over the E logits (f32, max subtracted), the
@@ -35,11 +35,14 @@ export async function moeRoute(
   check(a.E >= 1 && a.E <= MOE_MAX_EXPERTS, "moeRoute", `E=${a.E} (1..${MOE_MAX_EXPERTS})`);
   check(a.k >= 1 && a.k <= Math.min(MOE_MAX_K, a.E), "moeRoute", `k=${a.k} with E=${a.E}`);
   check(a.R >= 1, "moeRoute", `R=${a.R}`);
-  // The int8-x gate|up kernel's workgroup and, with fixed-size subgroups, its subgroup reductions: its
-  // `route` gives a decode row these same bits.
+  // One subgroup where it holds the row, else the int8-x gate|up kernel's workgroup and, with fixed-size
+  // subgroups, its subgroup reductions: its `route` gives a decode row these same bits.
   const { subgroups, subgroupMinSize: sub, subgroupMaxSize } = ctx.gpu.info;
   const fixed = subgroups && sub >= 4 && sub === subgroupMaxSize;
-  const spec: KernelSpec = fixed
+  const one = routesOnOneSubgroup(ctx.gpu, a.E, a.k);
+  const spec: KernelSpec = one
+    ? { file: "moe_route.wgsl", defines: { TOPK_ONE_SUBGROUP: 1 }, overrides: { WG: sub, SGS: sub } }
+    : fixed
     ? { file: "moe_route.wgsl", defines: { TOPK_SUBGROUPS: 1 }, overrides: { WG: X8_WG, SGS: sub } }
     : { file: "moe_route.wgsl", overrides: { WG: X8_WG } };
   await record(ctx, spec, {

@@ -70,6 +70,18 @@ export function x8CombineCols(gpu: Pick<Gpu, "profile">): number {
 }
 
 /**
+ * Whether the routers route a row on one subgroup alone (lib/topk.wgsl's TOPK_ONE_SUBGROUP): the profile's
+ * `moe.oneSubgroupRoute`, fixed-size
+ * subgroups holding the E experts four per lane and the k picks one per lane. `moe_route.wgsl` and the
+ * int8-x gate|up's ROUTE decide it here, so a decode row gets the same bits from either.
+ */
+export function routesOnOneSubgroup(gpu: Pick<Gpu, "info" | "profile">, E: number, k: number): boolean {
+  const { subgroups, subgroupMinSize: sub, subgroupMaxSize } = gpu.info;
+  return gpu.profile.moe.oneSubgroupRoute && subgroups && sub >= 4 && sub === subgroupMaxSize &&
+    E <= 4 * sub && k <= sub;
+}
+
+/**
  * Whether the vector-mode expert matmuls of this stack take int8 x (`moe_vec_x8.wgsl`): 4-bit weights with K
  * a multiple of 32 and of the group, the profile's `moe.int8X`, dot4I8Packed and fixed-size subgroups, and
  * `rows` rows of int8 x in workgroup memory: 4 for gate_up, max(4, k) for down (its COMBINE quantizes the

@@ -238,9 +238,11 @@ async function recurrent(
   g: { row0: number; len: number; count: number },
 ): Promise<void> {
   const { nk, nv, dk, dv } = a;
-  // A workgroup holds the whole head (≤ 256 lanes): dv padded to a power of two, the rest split dk.
+  // A workgroup holds the whole head: dv padded to a power of two, the rest of its lanes split dk (fewer S
+  // values a lane: its private array stays in registers).
   const DVP = Math.max(8, nextPow2(dv));
-  const P = Math.min(8, 256 / DVP, 2 ** Math.floor(Math.log2(dk)));
+  const lanes = Math.min(ctx.gpu.profile.deltaNet.recurrentWorkgroupSize, ctx.gpu.info.maxInvocations);
+  const P = Math.max(1, Math.min(8, 2 ** Math.floor(Math.log2(lanes / DVP)), 2 ** Math.floor(Math.log2(dk))));
   const spec = {
     file: "gated_delta.wgsl",
     defines: { DK: dk, P, ...(a.srcF32 ? { SRC_F32: 1 } : {}) },

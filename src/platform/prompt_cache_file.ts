@@ -1,12 +1,14 @@
 /**
  * Deno-only: prompt-cache files (as mlx-lm's `cache_prompt`). One page file of the prefix cache's second
- * tier (engine/prefix_store.ts) holding every full page of a prompt, plus the prompt's last tokens that
- * do not fill a page, so `generate --prompt-cache-file` answers questions about a document without reading
- * it again. The file names the model fingerprint; another model or KV format is refused.
+ * tier (engine/prefix_store.ts) holding the full pages of a prompt (a stateful model's up to its state
+ * snapshot, which the file holds too), plus the prompt's tokens after them, so `generate
+ * --prompt-cache-file` answers questions about a document without reading it again. The file names the
+ * model fingerprint; another model or KV format is refused.
  * @module
  */
 import type { Engine } from "../engine/engine.ts";
 import type { SchedulerOptions } from "../engine/generation.ts";
+import { reusablePages } from "../engine/prefix_cache.ts";
 import { readsPageFormat } from "../engine/prefix_file.ts";
 import { Scheduler } from "../engine/scheduler.ts";
 import { LoaderError, ValidationError } from "../errors.ts";
@@ -20,55 +22,67 @@ function split(path: string): [string, string] {
 }
 
 /**
- * Prefills `ids` once and writes its KV pages to `out`. Throws ValidationError when the prompt does not
- * fill a page (nothing to cache).
+ * Prefills `ids` once and writes its KV pages to `out`. A model with per-sequence state (recurrent layers,
+ * sliding-window KV rings) caches the prompt up to its state snapshot (prefix_state.ts), which the file
+ * holds. Throws ValidationError when the prompt is too short to cache anything.
  */
 export async function savePromptCache(engine: Engine, modelDir: string, ids: number[], out: string) {
   const ps = engine.kv.shape.pageSize;
-  if (engine.recurrent || engine.kv.ring) {
-    // A prompt-cache file holds pool pages only (no recurrent state or KV rings).
-    throw new ValidationError(
-      `${engine.info.name} keeps per-sequence state a cache file cannot hold`,
-      "prompt",
-    );
-  }
-  if (ids.length <= ps) {
-    throw new ValidationError(`the prompt has ${ids.length} tokens; a cache needs more than ${ps}`, "prompt");
-  }
   const tmp = await Deno.makeTempDir({ prefix: "flint_cache_prompt_" });
+  let sched: Scheduler | null = null;
   try {
     const folder = new DiskPageFolder(tmp);
     const fingerprint = await modelFingerprint(modelDir, engine);
-    const sched = new Scheduler(engine, {
+    sched = new Scheduler(engine, {
       prefixFolder: { folder, fingerprint, budgetBytes: Infinity, idleMs: 3_600_000 },
     });
-    sched.prefixStore!.runBytes = Infinity;
+    const store = sched.prefixStore!;
+    store.runBytes = Infinity;
+    const states = store.states;
+    // A stateful model resumes only where the prefill saved a snapshot of its state.
+    const cachedAt = (n: number) => states ? states.boundary(n, ps) : reusablePages(n, ps) * ps;
+    if (!cachedAt(ids.length)) {
+      let need = ids.length + 1;
+      while (!cachedAt(need)) need++;
+      const why = states
+        ? ` (${engine.info.name} resumes only at a snapshot of its state, every ${cachedAt(need)} tokens)`
+        : "";
+      throw new ValidationError(
+        `the prompt has ${ids.length} tokens; a cache needs at least ${need}${why}`,
+        "prompt",
+      );
+    }
     const r = await sched.submit({ prompt: ids, maxTokens: 1 }).result;
     if (r.error) throw r.error;
     await sched.flushPrefixCache();
-    await sched.close();
-    const [file] = sched.prefixStore!.files;
     const src = new DiskModelSource(tmp);
-    const h = await readHeader(src, file.name);
-    const pages = h.metadata.chains.split(",").length;
-    const tensors = [];
-    for (const t of h.tensors.values()) {
-      tensors.push({ name: t.name, dtype: t.dtype, shape: t.shape, data: await readTensorBytes(src, t) });
+    try {
+      // The run from the prompt's start (a stateful model's ends at its snapshot; later pages are left out).
+      const file = store.files.find((f) => f.start === 0);
+      const h = file && await readHeader(src, file.name);
+      const cachedTokens = file ? file.pages * ps : 0;
+      if (!h || (states && (!h.tensors.has("state") || cachedTokens !== cachedAt(ids.length)))) {
+        throw new Error(`${engine.info.name}: the prefill kept no state snapshot to cache the prompt at`);
+      }
+      const tensors = [];
+      for (const t of h.tensors.values()) {
+        tensors.push({ name: t.name, dtype: t.dtype, shape: t.shape, data: await readTensorBytes(src, t) });
+      }
+      const parts = encodeSafetensors(tensors, {
+        ...h.metadata,
+        prompt_tail: ids.slice(cachedTokens).join(","),
+        model: engine.info.name,
+      });
+      const [outDir, outName] = split(out);
+      await new DiskPageFolder(outDir).write(outName, parts);
+      return { tokens: ids.length, cachedTokens, bytes: parts.reduce((a, p) => a + p.byteLength, 0) };
+    } finally {
+      src.close();
     }
-    src.close();
-    const parts = encodeSafetensors(tensors, {
-      ...h.metadata,
-      prompt_tail: ids.slice(pages * ps).join(","),
-      model: engine.info.name,
-    });
-    const [outDir, outName] = split(out);
-    await new DiskPageFolder(outDir).write(outName, parts);
-    return {
-      tokens: ids.length,
-      cachedTokens: pages * ps,
-      bytes: parts.reduce((a, p) => a + p.byteLength, 0),
-    };
   } finally {
+    await sched?.close();
+    // The engine's pool pages go back (the caller may serve with it afterwards).
+    sched?.prefixCache?.clear();
     await Deno.remove(tmp, { recursive: true });
   }
 }

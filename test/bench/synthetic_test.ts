@@ -1,5 +1,6 @@
 /**
- * Synthetic benchmark weights: a tiny qwen3 shape loads through `Engine.load` and generates; the weights
+ * Synthetic benchmark weights: a tiny qwen3 shape loads through `Engine.load` and generates (a tiny MoE one
+ * with its 4-bit router on int8 x or not, as the profile says); the weights
  * read back have the intended statistics; row shards continue one random stream; and
  * `bench.ts --synthetic tiny --quick` runs end to end (JSON, table, SVG), with a missing torch reported.
  */
@@ -64,6 +65,34 @@ describe("synthetic weights", () => {
     expect(logits.every(Number.isFinite)).toBe(true);
     expect(Math.max(...logits) - Math.min(...logits)).toBeGreaterThan(0.1);
     expect(engine.gpu.takeErrors()).toEqual([]);
+  });
+
+  test("tiny-moe: the 4-bit router's decode rows take int8 x under moe.routerInt8X, f32 x without", async () => {
+    const src = new SyntheticModelSource("tiny-moe", new DiskModelSource(DEFAULT_MODEL));
+    for (const routerInt8X of [true, false]) {
+      const e = await Engine.load(src, {
+        weightSource: src.weightSource({ seed: 3 }),
+        maxBatch: 1,
+        contextWindow: 128,
+        gpuOptions: { profile: { moe: { routerInt8X } } },
+      });
+      try {
+        // The router (N·K = 8·128, far below matmul.int8MinWeights) is the step's one normed f32-out matmul.
+        const labels = (await e.plan({ decode: 1, segments: [], logits: "sampled" })).list
+          .map((d) => d.kernel.label).filter((l) => l.includes("_NORM_OUT_F32_"));
+        expect(labels.length).toBe(2);
+        const int8 = labels.filter((l) => l.startsWith("matmul_vec_q4x8")).length;
+        expect(int8, labels.join("\n")).toBe(routerInt8X && e.gpu.profile.moe.int8X ? 2 : 0);
+        const sched = new Scheduler(e);
+        const r = await sched.submit({ prompt: [11, 2222, 333, 4444], maxTokens: 4 }).result;
+        await sched.close();
+        expect(r.error).toBeUndefined();
+        expect(r.completionTokens).toBe(4);
+        expect(e.gpu.takeErrors()).toEqual([]);
+      } finally {
+        e.destroy();
+      }
+    }
   });
 
   test("weights: uniform codes, scales in range, biases centre the group, norms near 1", async () => {

@@ -2,7 +2,8 @@
  * A lone decode row routed inside its experts' gate|up (`moeGateUp` with `route`: moe_vec_x8.wgsl's ROUTE)
  * against the two dispatches it replaces (`moeRoute`, then `moeGateUp` reading the ids): the same ids, the
  * same routing weights and the same h, bit for bit, on 4-bit experts with the fused RMSNorm. The logits
- * carry exact ties (lower expert first) and rows around the routed one stay untouched. The two-dispatch
+ * carry exact ties (lower expert first) and rows around the routed one stay untouched. The shapes take
+ * both router forms (one subgroup holds E ≤ 4 × the subgroup size and k ≤ it; a workgroup beyond). The two-dispatch
  * path is checked against float64 references in moe_test.ts and moe_matmul_test.ts; the ids are checked
  * against moeRouteRef here too.
  */
@@ -99,10 +100,11 @@ async function run(gpu: Gpu, s: Shape, seed: number, fused: boolean): Promise<Re
 for (const path of ["f16", "f32"] as const) {
   describe(`moe gate|up with the route fused, ${path} activations`, () => {
     test(
-      "one decode row: ids, weights and h equal moeRoute then moeGateUp bitwise (E = 13, 128, 512; ties)",
+      "one decode row: ids, weights and h equal moeRoute then moeGateUp bitwise (E = 13, 32, 128, 512; ties)",
       on(path, async (gpu) => {
         const shapes: Shape[] = [
           { E: 13, k: 3, K: 64, I: 40, row0: 0, w: "q4g32", scale: "f16", renorm: true },
+          { E: 32, k: 8, K: 128, I: 16, row0: 1, w: "q4g32", scale: "f16", renorm: false },
           { E: 128, k: 8, K: 256, I: 24, row0: 1, w: "q4g64", scale: "bf16", renorm: true },
           { E: 512, k: 10, K: 128, I: 20, row0: 2, w: "q4g64", scale: "f16", renorm: false },
         ];

@@ -18,13 +18,14 @@ const { on } = devices();
 for (const path of ["f16", "f32"] as const) {
   describe(`moe, ${path} activations`, () => {
     test(
-      "route: E = 13, 7, 4 (k = E), 129, 512 (k = 16); exact ties; renormalized or not; row0 > 0",
+      "route: E = 13, 7, 4 (k = E), 32, 129, 512 (k = 16); exact ties; renormalized or not; row0 > 0",
       on(path, async (gpu) => {
         for (
           const [n, s] of [
             { R: 3, row0: 1, E: 13, k: 3, renorm: 1 },
             { R: 1, row0: 0, E: 7, k: 2, renorm: 0 },
             { R: 2, row0: 3, E: 4, k: 4, renorm: 1 },
+            { R: 2, row0: 1, E: 32, k: 8, renorm: 1 },
             { R: 5, row0: 2, E: 129, k: 8, renorm: 0 },
             { R: 3, row0: 1, E: 512, k: 16, renorm: 1 },
           ].entries()

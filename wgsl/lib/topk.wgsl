@@ -2,15 +2,14 @@
 // every workgroup of its gate|up): softmax over a row's E logits, then the k largest probabilities in
 // descending order (ties: the lower expert first) and their weights, / their sum under renorm (HF
 // norm_topk_prob). The kernel defines MAX_E (= 4·WG at most), MAX_K, WG (a power of two) and, under
-// TOPK_SUBGROUPS, SGS (the fixed subgroup size), declares the ids and weights bindings, includes
-// lib/reduce.wgsl (without TOPK_SUBGROUPS), writes the row's logits into tk_p, then calls route_row.
-// Lane l holds experts l, l + WG, l + 2·WG, l + 3·WG in registers; max, sum and each of the k picks are one
-// workgroup reduction: subgroup operations, then the WG/SGS subgroup results in order (one barrier; the
-// candidate slots alternate between picks), or, without TOPK_SUBGROUPS, fixed-order trees.
-
-var<workgroup> tk_p: array<f32, MAX_E>;     // the row's logits
-var<workgroup> tk_ids: array<u32, MAX_K>;   // the chosen experts by rank
-var<workgroup> tk_pv: array<f32, MAX_K>;    // and their probabilities
+// TOPK_SUBGROUPS, SGS (the fixed subgroup size), declares the logits, ids and weights bindings, includes
+// lib/reduce.wgsl (without TOPK_SUBGROUPS), then calls route_row, which returns the expert of pick `want`.
+// TOPK_ONE_SUBGROUP (E ≤ 4·SGS, k ≤ SGS): every subgroup routes the row alone, lane l holding experts l,
+// l + SGS, l + 2·SGS, l + 3·SGS read from the logits binding: no workgroup memory, no barrier.
+// Otherwise the kernel first writes the row's logits into tk_p (before a barrier); lane l holds experts l,
+// l + WG, l + 2·WG, l + 3·WG in registers and max, sum and each of the k picks are one workgroup reduction:
+// subgroup operations, then the WG/SGS subgroup results in order (one barrier; the candidate slots alternate
+// between picks), or, without TOPK_SUBGROUPS, fixed-order trees.
 
 // Candidates compare as u32 keys that order like the values (subgroup min/max of u32 are single
 // instructions on some GPUs, where f32 ones are shuffle trees); ties go to the lower index.
@@ -27,6 +26,57 @@ fn tk_unkey(k: u32) -> f32 { return bitcast<f32>(select(~k, k & 0x7fffffffu, (k 
 
 // The key of a probability (≥ 0); 0 for the negative markers (chosen, past E): below every probability.
 fn tk_pkey(p: f32) -> u32 { return select(0u, bitcast<u32>(p) + 1u, p >= 0.0); }
+
+// The lane's best probability key among its 4 experts (strict comparisons: the lowest expert among equals).
+fn lane_best(p: vec4<f32>, e: vec4<u32>) -> TopPick {
+  var b = TopPick(tk_pkey(p.x), e.x);
+  if (tk_pkey(p.y) > b.k) { b = TopPick(tk_pkey(p.y), e.y); }
+  if (tk_pkey(p.z) > b.k) { b = TopPick(tk_pkey(p.z), e.z); }
+  if (tk_pkey(p.w) > b.k) { b = TopPick(tk_pkey(p.w), e.w); }
+  return b;
+}
+
+#ifdef TOPK_ONE_SUBGROUP
+// The subgroup's largest key (ties: lowest i); every lane gets it.
+fn sg_best(b: TopPick) -> TopPick {
+  let m = subgroupMax(b.k);
+  return TopPick(m, subgroupMin(select(0xffffffffu, b.i, b.k == m)));
+}
+
+// ids[r, j] and weights[r, j] (j < k) of row r, stored by lanes 0 .. k − 1 when `store`; returns the expert
+// of pick `want` to every lane. Every lane calls it (subgroup operations in uniform control flow).
+fn route_row(r: u32, E: u32, k: u32, renorm: bool, lid: u32, store: bool, want: u32) -> u32 {
+  let lane = lid % SGS;
+  let e = vec4<u32>(lane) + vec4<u32>(0u, SGS, 2u * SGS, 3u * SGS);
+  let valid = e < vec4<u32>(E);
+  let c = vec4<u32>(r * E) + min(e, vec4<u32>(E - 1u));
+  let l = select(vec4<f32>(-3.0e38), vec4<f32>(logits[c.x], logits[c.y], logits[c.z], logits[c.w]), valid);
+  let mx = tk_unkey(subgroupMax(tk_key(max(max(l.x, l.y), max(l.z, l.w)))));
+  let ex = select(vec4<f32>(0.0), exp(l - vec4<f32>(mx)), valid);
+  let s = subgroupAdd(((ex.x + ex.y) + ex.z) + ex.w);
+  // Probabilities; −1 marks a chosen expert, −2 a slot past E (all probabilities are ≥ 0).
+  var p = select(vec4<f32>(-2.0), ex / s, valid);
+  var tot = 0.0;
+  var mine = TopPick(0u, 0u);
+  var chosen = 0u;
+  for (var j = 0u; j < k; j++) {
+    let w = sg_best(lane_best(p, e));
+    p = select(p, vec4<f32>(-1.0), e == vec4<u32>(w.i));
+    tot += bitcast<f32>(w.k - 1u);
+    if (lane == j) { mine = w; }
+    if (j == want) { chosen = w.i; }
+  }
+  if (store && lid < k) {
+    let v = bitcast<f32>(mine.k - 1u);
+    ids[r * k + lid] = mine.i;
+    weights[r * k + lid] = select(v, v / tot, renorm);
+  }
+  return chosen;
+}
+#else
+var<workgroup> tk_p: array<f32, MAX_E>;     // the row's logits
+var<workgroup> tk_ids: array<u32, MAX_K>;   // the chosen experts by rank
+var<workgroup> tk_pv: array<f32, MAX_K>;    // and their probabilities
 
 #ifdef TOPK_SUBGROUPS
 var<workgroup> tk_ck: array<u32, 2u * (WG / SGS)>;   // [slot][subgroup] candidates
@@ -86,18 +136,9 @@ fn tk_best(key: u32, i: u32, lid: u32, slot: u32) -> TopPick {
 fn tk_sum(v: f32, lid: u32) -> f32 { return wg_sum(v, lid); }
 #endif
 
-// The lane's best probability key among its 4 experts (strict comparisons: the lowest expert among equals).
-fn lane_best(p: vec4<f32>, e: vec4<u32>) -> TopPick {
-  var b = TopPick(tk_pkey(p.x), e.x);
-  if (tk_pkey(p.y) > b.k) { b = TopPick(tk_pkey(p.y), e.y); }
-  if (tk_pkey(p.z) > b.k) { b = TopPick(tk_pkey(p.z), e.z); }
-  if (tk_pkey(p.w) > b.k) { b = TopPick(tk_pkey(p.w), e.w); }
-  return b;
-}
-
 // ids[r, j] and weights[r, j] (j < k) of the row whose E logits are in tk_p (written before a barrier),
-// stored when `store`; the chosen experts are left in tk_ids (after a barrier). Every lane calls it.
-fn route_row(r: u32, E: u32, k: u32, renorm: bool, lid: u32, store: bool) {
+// stored when `store`; returns the expert of pick `want` to every lane. Every lane calls it.
+fn route_row(r: u32, E: u32, k: u32, renorm: bool, lid: u32, store: bool, want: u32) -> u32 {
   let e = vec4<u32>(lid) + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
   let valid = e < vec4<u32>(E);
   let c = min(e, vec4<u32>(E - 1u));
@@ -124,4 +165,6 @@ fn route_row(r: u32, E: u32, k: u32, renorm: bool, lid: u32, store: bool) {
     ids[r * k + lid] = tk_ids[lid];
     weights[r * k + lid] = select(v, v / tot, renorm);
   }
+  return tk_ids[want];
 }
+#endif
