@@ -10,6 +10,7 @@
  *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
  *     [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
+ *   --webgpu deno|dawn|auto   the WebGPU implementation (src/platform/dawn.ts)
  *   --max-batch N (engine sized as the server's, 8: a lone prompt takes the solo chunk; default 1)
  *   --profile JSON            kernel profile changes (src/gpu/profile.ts),
  *                             e.g. '{"decodeAttention":{"keysPerSplit":128}}'
@@ -19,7 +20,8 @@
  * Progress goes to stderr, the table to stdout.
  * @module
  */
-import { kvCacheFlag, parseFlags, runCli } from "../src/cli/args.ts";
+import { kvCacheFlag, parseFlags, runCli, webgpuFlag } from "../src/cli/args.ts";
+import type { WebGpuChoice } from "../src/platform/mod.ts";
 import type { KvCacheType } from "../src/engine/kv_pool.ts";
 import { ValidationError } from "../src/errors.ts";
 import { Gpu } from "../src/gpu/device.ts";
@@ -51,6 +53,7 @@ const SPEC = {
   "steps-per-submit": "number",
   "prefill-chunk": "number",
   f32: "boolean",
+  webgpu: "string",
   seed: "number",
   "max-batch": "number",
   profile: "string",
@@ -114,7 +117,8 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     throw new ValidationError(`--profile: not JSON (${(e as Error).message})`, "profile");
   }
-  const probeGpu = await Gpu.create({ f16: !f.f32, profile });
+  const webgpu = webgpuFlag(f.webgpu);
+  const probeGpu = await Gpu.create({ f16: !f.f32, profile, webgpu });
   const info = probeGpu.info;
   const result: BenchResult = {
     version: 1,
@@ -122,6 +126,7 @@ export async function main(argv: string[]): Promise<number> {
     command: `deno run -A bench/bench.ts ${argv.join(" ")}`,
     machine: {
       adapter: info.adapter,
+      webgpu: info.webgpu,
       f16: info.f16,
       subgroups: info.subgroups,
       timestamps: info.timestamps,
@@ -185,6 +190,7 @@ export async function main(argv: string[]): Promise<number> {
           maxBatch: f["max-batch"],
           kvCache,
           f32: !!f.f32,
+          webgpu,
           seed: f.seed ?? 1,
           profile,
           stepsPerSubmit: f["steps-per-submit"],
@@ -222,6 +228,7 @@ interface ModelRunOptions {
   maxBatch?: number;
   kvCache?: KvCacheType;
   f32: boolean;
+  webgpu: WebGpuChoice;
   seed: number;
   profile?: ProfileOverrides;
   stepsPerSubmit?: number;
@@ -246,6 +253,7 @@ async function benchModel(spec: ModelSpec & { label: string }, o: ModelRunOption
     maxBatch: o.maxBatch,
     kvCache: o.kvCache,
     f32: o.f32,
+    webgpu: o.webgpu,
     seed: o.seed,
     profile: o.profile,
   });

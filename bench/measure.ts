@@ -11,6 +11,7 @@ import { Scheduler, type SchedulerEvent } from "../src/engine/scheduler.ts";
 import { ValidationError } from "../src/errors.ts";
 import { SyntheticModelSource, syntheticShape } from "../src/loader/synthetic.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../src/platform/deno.ts";
+import type { WebGpuChoice } from "../src/platform/mod.ts";
 import { median } from "./timer.ts";
 
 export interface ModelSpec {
@@ -42,6 +43,7 @@ export interface LoadOptions {
   maxBatch?: number;
   prefillChunk?: number;
   f32?: boolean;
+  webgpu?: WebGpuChoice;
   seed?: number;
   /** KV cache element type (default the engine's, act). */
   kvCache?: KvCacheType;
@@ -63,7 +65,7 @@ export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded
     maxBatch: o.maxBatch ?? 1,
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
-    gpuOptions: { f16: !o.f32, profile: o.profile },
+    gpuOptions: { f16: !o.f32, profile: o.profile, webgpu: o.webgpu },
     kvCache: o.kvCache,
     warmup: false,
   };

@@ -278,14 +278,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #ifdef HEAD_DIM_128
       // Vector slot 0's scores for keys t0 .. t0+3: causal (window) mask and pad keys (weight 0).
       let sc = select(neg, g03 + subgroupShuffleXor(g47, R3),
-                      j < vec4<u32>(nk) & seen(j + vec4<u32>(kt), v0.pos));
+                      (j < vec4<u32>(nk)) & seen(j + vec4<u32>(kt), v0.pos));
       var mx = max(max(sc.x, sc.y), max(sc.z, sc.w));
       mx = max(mx, subgroupShuffleXor(mx, R3));
 #else
       // Vector slot 0's scores for keys t .. t+7.
-      let sc = select(neg, g03, j < vec4<u32>(nk) & seen(j + vec4<u32>(kt), v0.pos));
+      let sc = select(neg, g03, (j < vec4<u32>(nk)) & seen(j + vec4<u32>(kt), v0.pos));
       let jh = j + vec4<u32>(4u);
-      let sh = select(neg, g47, jh < vec4<u32>(nk) & seen(jh + vec4<u32>(kt), v0.pos));
+      let sh = select(neg, g47, (jh < vec4<u32>(nk)) & seen(jh + vec4<u32>(kt), v0.pos));
       let x = max(sc, sh);
       let mx = max(max(x.x, x.y), max(x.z, x.w));
 #endif

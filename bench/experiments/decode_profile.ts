@@ -4,9 +4,10 @@
  * whole step and the sum of its parts is what the dispatches cost beyond their own work (launch, barriers).
  *
  *   deno run -A bench/experiments/decode_profile.ts --synthetic qwen3-30b-a3b [--depth 0] [--top 12]
+ *     [--webgpu deno|dawn]
  * @module
  */
-import { parseFlags } from "../../src/cli/args.ts";
+import { parseFlags, webgpuFlag } from "../../src/cli/args.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { SyntheticModelSource } from "../../src/loader/synthetic.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
@@ -17,6 +18,7 @@ const flags = parseFlags(Deno.args, {
   depth: "number",
   top: "number",
   profile: "string",
+  webgpu: "string",
 });
 const t0 = performance.now();
 const note = (s: string) =>
@@ -29,7 +31,10 @@ const engine = await Engine.load(src, {
   weightSource: src.weightSource({ seed: 1 }),
   maxBatch: 1,
   contextWindow: Math.max(4096, depth + 64),
-  gpuOptions: flags.profile ? { profile: JSON.parse(flags.profile) } : undefined,
+  gpuOptions: {
+    ...(flags.profile ? { profile: JSON.parse(flags.profile) } : {}),
+    webgpu: webgpuFlag(flags.webgpu),
+  },
 });
 note("loaded");
 const plan = await engine.plan({ decode: 1, segments: [], logits: "sampled" });

@@ -22,6 +22,8 @@ import { shaderSource } from "../../src/platform/mod.ts";
 
 const base: GpuInfo = {
   adapter: "sim",
+  webgpu: "deno",
+  subgroupMatrix: [],
   f16: true,
   subgroups: true,
   subgroupMinSize: 32,

@@ -5,6 +5,7 @@
  */
 import type { KvCacheType } from "../engine/kv_pool.ts";
 import { FlintError, ValidationError } from "../errors.ts";
+import type { WebGpuChoice } from "../platform/mod.ts";
 
 export type FlagSpec = Record<string, "string" | "number" | "boolean">;
 export type Flags<S extends FlagSpec> = {
@@ -50,6 +51,16 @@ export function kvCacheFlag(v: string | undefined): KvCacheType | undefined {
   throw new ValidationError(
     `--kv-cache ${v}: expected act (f16 values) or q8 (8-bit codes + scales)`,
     "kv-cache",
+  );
+}
+
+/** `--webgpu deno|dawn|auto` (absent: deno). */
+export function webgpuFlag(v: string | undefined): WebGpuChoice {
+  if (v === undefined || v === "deno" || v === "dawn" || v === "auto") return v ?? "deno";
+  throw new ValidationError(
+    `--webgpu ${v}: expected deno (Deno's WebGPU), dawn (npm webgpu's dawn.node) or auto (Dawn where it ` +
+      "offers matrix units)",
+    "webgpu",
   );
 }
 

@@ -2,14 +2,14 @@
  * `deno task cache-prompt`: read a long prompt once and save its KV pages, so `deno task generate
  * --prompt-cache-file FILE --prompt TEXT` answers questions about it without reading it again.
  *   --model DIR (default: the bundled model)  --prompt TEXT | --prompt-file F  --out FILE
- *   [--context-window N] [--kv-cache act|q8] [--f32]
+ *   [--context-window N] [--kv-cache act|q8] [--f32] [--webgpu deno|dawn|auto]
  * @module
  */
 import { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import { savePromptCache } from "../platform/prompt_cache_file.ts";
-import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli, webgpuFlag } from "./args.ts";
 import { readPrompt } from "./generate.ts";
 
 const SPEC = {
@@ -20,11 +20,12 @@ const SPEC = {
   "context-window": "number",
   "kv-cache": "string",
   f32: "boolean",
+  webgpu: "string",
   help: "boolean",
 } as const;
 
 const USAGE = `usage: npm run cache-prompt -- [--model DIR] --prompt TEXT|--prompt-file F --out FILE
-       [--context-window N] [--kv-cache act|q8] [--f32]
+       [--context-window N] [--kv-cache act|q8] [--f32] [--webgpu deno|dawn|auto]
 Reads the prompt once and writes its KV cache to FILE. Then
   npm run generate -- --model DIR --prompt-cache-file FILE --prompt "a question"
 continues after the cached prompt without reading it again (same --kv-cache and --f32; another model or
@@ -40,7 +41,7 @@ export async function main(argv: string[]): Promise<number> {
   if (!f.out) throw new ValidationError("missing --out FILE (where the prompt cache goes)", "out");
   const model = f.model ?? DEFAULT_MODEL_DIR;
   const engine = await Engine.load(new DiskModelSource(model), {
-    gpuOptions: { f16: !f.f32 },
+    gpuOptions: { f16: !f.f32, webgpu: webgpuFlag(f.webgpu) },
     maxBatch: 1,
     contextWindow: f["context-window"],
     kvCache: kvCacheFlag(f["kv-cache"]),

@@ -3,6 +3,7 @@
  * text file, so quantization settings can be compared for quality, not only speed.
  *   --model DIR (default: the bundled model)  --file F  [--context N (1024)]  [--stride N (context/2)]
  *   [--max-tokens N]  [--prefill-chunk N]  [--f32]  [--int8-x auto|all|none]  [--kv-cache act|q8]  [--json]
+ *   [--webgpu deno|dawn|auto]
  * Texts longer than the context are scored with sliding windows (as in the HF perplexity guide): each
  * window is `context` tokens, windows start `stride` apart, and a window scores only the tokens no earlier
  * window scored, so every token but the first is scored once, with at least context − stride tokens before
@@ -13,7 +14,7 @@ import { Engine } from "../engine/engine.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import type { ProfileOverrides } from "../gpu/profile.ts";
-import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli, webgpuFlag } from "./args.ts";
 
 export interface EvalOptions {
   /** Tokens per window (at most the engine's context window). */
@@ -93,6 +94,7 @@ const SPEC = {
   "max-tokens": "number",
   "prefill-chunk": "number",
   f32: "boolean",
+  webgpu: "string",
   json: "boolean",
   help: "boolean",
   "int8-x": "string",
@@ -116,7 +118,7 @@ export async function main(argv: string[]): Promise<number> {
   if (f.help) {
     console.log(
       "usage: deno task eval [--model DIR] --file F [--context N] [--stride N] [--max-tokens N] " +
-        "[--int8-x auto|all|none] [--kv-cache act|q8] [--json]",
+        "[--int8-x auto|all|none] [--kv-cache act|q8] [--json] [--webgpu deno|dawn|auto]",
     );
     return 0;
   }
@@ -139,7 +141,7 @@ export async function main(argv: string[]): Promise<number> {
     contextWindow: context,
     prefillChunk: chunk,
     logitRows: chunk,
-    gpuOptions: { f16: !f.f32, profile },
+    gpuOptions: { f16: !f.f32, profile, webgpu: webgpuFlag(f.webgpu) },
     kvCache: kvCacheFlag(f["kv-cache"]),
   });
   try {

@@ -12,7 +12,7 @@ import { Scheduler } from "../engine/scheduler.ts";
 import { ValidationError } from "../errors.ts";
 import { DEFAULT_MODEL_DIR, DiskModelSource } from "../platform/deno.ts";
 import { openPromptCache } from "../platform/prompt_cache_file.ts";
-import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli, webgpuFlag } from "./args.ts";
 
 const SPEC = {
   model: "string",
@@ -30,6 +30,7 @@ const SPEC = {
   "context-window": "number",
   "prefill-chunk": "number",
   f32: "boolean",
+  webgpu: "string",
   "steps-per-submit": "number",
   "kv-cache": "string",
   "prompt-cache-file": "string",
@@ -43,7 +44,7 @@ export async function main(argv: string[]): Promise<number> {
       "usage: npm run generate -- [--model DIR] --prompt TEXT|--prompt-file F [--chat] [--max-tokens N]",
       "       [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop S] [--json]",
       "       [--context-window N] [--prefill-chunk N] [--steps-per-submit N] [--kv-cache act|q8] [--f32]",
-      "       [--prompt-cache-file FILE]",
+      "       [--prompt-cache-file FILE] [--webgpu deno|dawn|auto]",
       "--prompt-cache-file: a prompt read once by `deno task cache-prompt`; --prompt continues it.",
     ].join("\n"));
     return 0;
@@ -52,7 +53,7 @@ export async function main(argv: string[]): Promise<number> {
   const maxTokens = f["max-tokens"] ?? 256;
   const model = f.model ?? DEFAULT_MODEL_DIR;
   const engine = await Engine.load(new DiskModelSource(model), {
-    gpuOptions: { f16: !f.f32 },
+    gpuOptions: { f16: !f.f32, webgpu: webgpuFlag(f.webgpu) },
     maxBatch: 1,
     contextWindow: f["context-window"],
     prefillChunk: f["prefill-chunk"],
@@ -90,6 +91,7 @@ export async function main(argv: string[]): Promise<number> {
     console.log(JSON.stringify({
       model: engine.info.name,
       adapter: engine.gpu.info.adapter,
+      webgpu: engine.gpu.info.webgpu,
       token_ids: r.tokenIds,
       text: r.text,
       finish_reason: r.finishReason,

@@ -14,12 +14,13 @@ import { caseFor, CASES } from "../lab/cases.ts";
 import { describeReport } from "../lab/compare.ts";
 import { type Ceilings, measureCeilings } from "../lab/probes.ts";
 import { type BenchReport, runCase } from "../lab/run.ts";
-import { parseFlags, runCli } from "./args.ts";
+import { parseFlags, runCli, webgpuFlag } from "./args.ts";
 
 const SPEC = {
   shape: "string",
   small: "boolean",
   f32: "boolean",
+  webgpu: "string",
   iters: "number",
   seed: "number",
   "no-check": "boolean",
@@ -30,7 +31,7 @@ const SPEC = {
 } as const;
 
 const USAGE =
-  "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--iters N] [--seed S] " +
+  "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--webgpu deno|dawn|auto] [--iters N] [--seed S] " +
   "[--no-check] [--no-probe] [--json] | --list";
 
 export async function main(argv: string[]): Promise<number> {
@@ -55,7 +56,7 @@ export async function main(argv: string[]): Promise<number> {
     throw new ValidationError(`--iters ${iters}: need an integer ≥ 0`, "iters");
   }
   const shape = resolveShape(c, { ...(f.small ? c.small : {}), ...parseShape(f.shape ?? "") });
-  const gpu = await Gpu.create({ f16: !f.f32 });
+  const gpu = await Gpu.create({ f16: !f.f32, webgpu: webgpuFlag(f.webgpu) });
   try {
     const report = await runCase(gpu, c, { shape, seed: f.seed ?? 1, iters, check: !f["no-check"] });
     const ceil = iters > 0 && !f["no-probe"] ? await measureCeilings(gpu) : null;
@@ -70,7 +71,7 @@ export async function main(argv: string[]): Promise<number> {
 function print(r: BenchReport, ceil: Ceilings | null, gpu: Gpu, summary: string): void {
   const line = (k: string, v: string) => console.log(`${k.padEnd(8)} ${v}`);
   line("kernel", `${r.file}: ${summary}`);
-  line("adapter", `${gpu.info.adapter}, activations ${r.act}`);
+  line("adapter", `${gpu.info.adapter} (WebGPU of ${gpu.info.webgpu}), activations ${r.act}`);
   line("shape", Object.entries(r.shape).map(([k, v]) => `${k}=${v}`).join(" "));
   if (r.outputs.length) {
     line("check", `${r.ok ? "ok" : "FAIL"} (seed ${r.seed})`);

@@ -2,7 +2,8 @@
  * `deno task serve`: an OpenAI- and Anthropic-compatible server for one model.
  *   [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N] [--api-key KEY] [--max-batch N]
  *   [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N] [--solo-prefill-chunk N]
- *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32] [--strict-model-name]
+ *   [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32] [--webgpu deno|dawn|auto]
+ *   [--strict-model-name]
  *   [--cors ORIGIN[,ORIGIN...]] [--prefix-cache-bytes N] [--prefix-cache-dir DIR|none]
  *   [--prefix-cache-disk-bytes N] [--kv-budget-gb N] [--synthetic SHAPE]
  * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone
@@ -22,7 +23,7 @@ import { ModelHost } from "../server/host.ts";
 import type { PrefixCacheReport } from "../server/worker_protocol.ts";
 import { DEFAULT_MODEL_DIR } from "../platform/deno.ts";
 import { defaultPrefixCacheDir } from "../platform/prefix_folder.ts";
-import { kvCacheFlag, parseFlags, runCli } from "./args.ts";
+import { kvCacheFlag, parseFlags, runCli, webgpuFlag } from "./args.ts";
 
 const SPEC = {
   model: "string",
@@ -39,6 +40,7 @@ const SPEC = {
   "max-body-mb": "number",
   "kv-cache": "string",
   f32: "boolean",
+  webgpu: "string",
   "strict-model-name": "boolean",
   "keep-alive-s": "number",
   cors: "string",
@@ -53,7 +55,7 @@ const SPEC = {
 const USAGE = `usage: npm start -- [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
        [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
-       [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10] [--prefix-cache-bytes N]
+       [--webgpu deno|dawn|auto] [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10] [--prefix-cache-bytes N]
        [--prefix-cache-dir DIR|none] [--prefix-cache-disk-bytes N] [--kv-budget-gb 4] [--synthetic SHAPE]
 Any model name in a request is answered by the served model, unless --strict-model-name (then only its
 folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any).
@@ -170,6 +172,7 @@ export async function main(argv: string[]): Promise<number> {
   );
   const host = await ModelHost.open(modelDir, {
     f16: !f.f32,
+    webgpu: webgpuFlag(f.webgpu),
     maxBatch,
     contextWindow: positive("context-window", f["context-window"]),
     prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
@@ -209,7 +212,7 @@ export async function main(argv: string[]): Promise<number> {
       const shown = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
       console.log([
         `[flint] serving ${name} (${info.modelType}, ${info.quantization})`,
-        `  adapter         ${info.adapter}${info.f16 ? " (f16)" : " (f32)"}`,
+        `  adapter         ${info.adapter}${info.f16 ? " (f16)" : " (f32)"}, WebGPU of ${info.webgpu}`,
         `  context window  ${ctxLine}`,
         `  weights         ${size(info.weightBytes)}`,
         `  KV cache        ${size(stats.memory.kv)}${info.kv8 ? " 8-bit" : ""} (${info.kvPages} pages of ${

@@ -4,7 +4,7 @@
  * @module
  */
 import { DeviceError } from "../errors.ts";
-import { isDeno, requestAdapter } from "../platform/mod.ts";
+import { requestAdapter, type WebGpuChoice, type WebGpuImpl } from "../platform/mod.ts";
 import { KernelCache } from "./kernel.ts";
 import { MemoryLedger } from "./memory.ts";
 import type { Defines } from "./preprocess.ts";
@@ -17,10 +17,27 @@ export interface GpuOptions {
   subgroups?: boolean;
   /** Changes to the kernel profile chosen for the adapter (src/gpu/profile.ts). */
   profile?: ProfileOverrides;
+  /** The WebGPU implementation under Deno (default `deno`; browsers always use their own). */
+  webgpu?: WebGpuChoice;
+  /** More dawn.node flags (`backend=null`: Tint compiles every kernel, nothing runs; the tests). */
+  dawnFlags?: string[];
+}
+
+/** One shape of matrix-unit product the adapter offers (Dawn's `subgroupMatrixConfigs`): M×N×K. */
+export interface SubgroupMatrixConfig {
+  M: number;
+  N: number;
+  K: number;
+  componentType: string;
+  resultComponentType: string;
 }
 
 export interface GpuInfo {
   adapter: string;
+  /** The WebGPU implementation the device comes from. */
+  webgpu: WebGpuImpl;
+  /** Matrix-unit shapes the device was opened with (empty: none offered, or not Dawn). */
+  subgroupMatrix: SubgroupMatrixConfig[];
   f16: boolean;
   subgroups: boolean;
   subgroupMinSize: number;
@@ -71,8 +88,8 @@ export class Gpu {
     this.defines = {};
     if (info.f16) this.defines.F16 = 1;
     if (info.subgroups) this.defines.SUBGROUPS = 1;
-    // naga (Deno) rejects `enable subgroups;` while Chrome requires it.
-    if (info.subgroups && !isDeno) this.defines.SUBGROUPS_DIRECTIVE = 1;
+    // naga (Deno's WebGPU) rejects `enable subgroups;` while Dawn (Chrome, dawn.node) requires it.
+    if (info.subgroups && info.webgpu !== "deno") this.defines.SUBGROUPS_DIRECTIVE = 1;
     this.kernels = new KernelCache(this);
     device.addEventListener("uncapturederror", (e: any) => {
       const msg = String(e?.error?.message ?? e);
@@ -83,7 +100,9 @@ export class Gpu {
 
   /** Opens the adapter's device with large limits and the optional features we can use. */
   static async create(opts: GpuOptions = {}): Promise<Gpu> {
-    const adapter = await requestAdapter();
+    const { adapter, gpu, impl } = await requestAdapter(opts.webgpu, opts.dawnFlags);
+    const matrixFeature = "chromium-experimental-subgroup-matrix" as GPUFeatureName;
+    const matrices = impl === "dawn" && adapter.features.has(matrixFeature);
     const wantF16 = opts.f16 !== false && adapter.features.has("shader-f16");
     const timestamps = adapter.features.has("timestamp-query");
     const L = adapter.limits;
@@ -98,6 +117,7 @@ export class Gpu {
     const base: GPUFeatureName[] = [];
     if (wantF16) base.push("shader-f16");
     if (timestamps) base.push("timestamp-query");
+    if (matrices) base.push(matrixFeature);
     let device: GPUDevice | null = null;
     let subgroups = false;
     // Deno does not list "subgroups" in adapter.features, yet grants it on request: so just try.
@@ -122,7 +142,11 @@ export class Gpu {
     const ai = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number };
     const dl = device.limits;
     const info: GpuInfo = {
-      adapter: ai.description || `${ai.vendor} ${ai.architecture} ${ai.device}`.trim() || "unknown adapter",
+      // Dawn's description is the driver's version; its device names the GPU.
+      adapter: (impl === "dawn" ? ai.device : "") || ai.description ||
+        `${ai.vendor} ${ai.architecture} ${ai.device}`.trim() || "unknown adapter",
+      webgpu: impl,
+      subgroupMatrix: matrices ? matrixConfigs(ai) : [],
       f16: wantF16,
       subgroups,
       subgroupMinSize: ai.subgroupMinSize ?? 0,
@@ -135,7 +159,7 @@ export class Gpu {
       maxInvocations: dl.maxComputeInvocationsPerWorkgroup,
       uniformAlign: dl.minUniformBufferOffsetAlignment,
       storageAlign: dl.minStorageBufferOffsetAlignment,
-      int8Dot: navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product") ?? false,
+      int8Dot: gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product") ?? false,
     };
     device.lost.then((l) => {
       if (l.reason !== "destroyed") console.error(`[flint] WebGPU device lost: ${l.message}`);
@@ -163,4 +187,16 @@ export class Gpu {
   destroy(): void {
     this.device.destroy();
   }
+}
+
+// Dawn's configs are objects whose fields are getters (a spread or JSON shows none): read them by name.
+function matrixConfigs(ai: GPUAdapterInfo): SubgroupMatrixConfig[] {
+  const list = (ai as unknown as { subgroupMatrixConfigs?: Record<string, unknown>[] }).subgroupMatrixConfigs;
+  return (list ?? []).map((c) => ({
+    M: Number(c.M),
+    N: Number(c.N),
+    K: Number(c.K),
+    componentType: String(c.componentType),
+    resultComponentType: String(c.resultComponentType),
+  }));
 }

@@ -72,6 +72,12 @@ export class KernelCache {
     return k;
   }
 
+  /** Every kernel compiled so far (a Tint check compiles them again on Dawn; tests). */
+  async compiled(): Promise<Kernel[]> {
+    const all = await Promise.allSettled([...this.#pipelines.values()]);
+    return all.flatMap((r) => r.status === "fulfilled" ? [r.value] : []);
+  }
+
   /** Forgets compiled variants of one file (kernel lab, after editing its source). */
   invalidate(file: string): void {
     for (const key of [...this.#pipelines.keys()]) {
@@ -111,7 +117,7 @@ export class KernelCache {
     if (!pipeline || scoped) {
       throw new DeviceError(`kernel ${label} failed to compile: ${scoped?.message ?? failure}`);
     }
-    const refl = new WgslReflect(code);
+    const refl = reflect(code);
     const bindings = new Map<string, { binding: number; uniform: boolean }>();
     let params: ParamLayout | null = null;
     for (const u of refl.uniforms) {
@@ -252,4 +258,34 @@ export function grid1d(n: number): Grid {
   if (n <= 65535) return [n, 1, 1];
   const y = Math.ceil(n / 65535);
   return [Math.ceil(n / y), y, 1];
+}
+
+/**
+ * wgsl_reflect on a kernel's source; where it cannot parse it (Dawn's subgroup-matrix types), on the source
+ * without those lines and without function bodies: bindings and the params struct are all it needs.
+ */
+export function reflect(code: string): WgslReflect {
+  try {
+    return new WgslReflect(code);
+  } catch {
+    const lines = code.split("\n").filter((l) => !l.includes("subgroup_matrix"));
+    return new WgslReflect(withoutFunctions(lines.join("\n")));
+  }
+}
+
+function withoutFunctions(code: string): string {
+  let out = "";
+  let i = 0;
+  for (const m of code.matchAll(/^(@compute[^\n]*\n)?fn\s+\w+/gm)) {
+    if (m.index! < i) continue;
+    out += code.slice(i, m.index);
+    let j = code.indexOf("{", m.index);
+    let depth = 0;
+    for (; j < code.length; j++) {
+      if (code[j] === "{") depth++;
+      else if (code[j] === "}" && --depth === 0) break;
+    }
+    i = j + 1;
+  }
+  return out + code.slice(i);
 }

@@ -47,6 +47,11 @@ export interface MatmulProfile {
     splitK: number;
     /** Split K only in engines whose steps hold at most this many rows (the scratch grows with them). */
     splitKMaxRows: number;
+    /**
+     * 4-bit weights on matrix units where the device offers f16 16×16×16 ones (`matmul_sgmat.wgsl`). Off
+     * until the kernel has run on a GPU (bench/NOTES.md #115); the lab's `mx=1` turns it on.
+     */
+    matrixUnits: boolean;
   };
 }
 
@@ -137,7 +142,14 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     int8MinWeights: 1 << 22,
     vector: { lanesPerTeam: 0, chunksPerLane: 8, workgroupSize: 64, columnsPerTeam: 1 },
     vectorInt8: { enabled: true, workgroupSize: 256, wideWorkgroupSize: 128, wideN: 4096, maxK: 8192 },
-    tiled: { wideN: 4096, int8: true, wideTileMinWorkgroups: 256, splitK: 2, splitKMaxRows: 4096 },
+    tiled: {
+      wideN: 4096,
+      int8: true,
+      wideTileMinWorkgroups: 256,
+      splitK: 2,
+      splitKMaxRows: 4096,
+      matrixUnits: false,
+    },
   },
   moe: {
     gateUpLanes: 0,

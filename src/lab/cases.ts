@@ -21,7 +21,13 @@ import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
 import { sigmoidGateCase } from "./cases/gate.ts";
 import { grammarAdvanceCase, grammarMaskCase } from "./cases/grammar.ts";
-import { matmulSplitKCase, matmulTiledCase, matmulTiledX8Case, matmulVecCase } from "./cases/matmul.ts";
+import {
+  matmulSgmatCase,
+  matmulSplitKCase,
+  matmulTiledCase,
+  matmulTiledX8Case,
+  matmulVecCase,
+} from "./cases/matmul.ts";
 import { moeCombineCase, moeRouteCase } from "./cases/moe.ts";
 import { moeTiledCase, moeVecCase } from "./cases/moe_matmul.ts";
 import { rmsNormCase } from "./cases/norm.ts";
@@ -42,6 +48,7 @@ export const CASES: readonly KernelCase[] = [
   matmulTiledCase,
   matmulTiledX8Case,
   matmulSplitKCase,
+  matmulSgmatCase,
   ropeCase,
   attentionDecodeCase,
   attentionPrefillCase,

@@ -75,6 +75,25 @@ export function usesInt8X(
   return x8Bytes(1, w.K, Math.max(v.workgroupSize, v.wideWorkgroupSize)) <= info.maxWorkgroupStorage;
 }
 
+/**
+ * Whether prefill matmuls of this weight run on matrix units (`matmul_sgmat.wgsl`): the profile's
+ * `tiled.matrixUnits`, an adapter offering f16 × f16 → f32 16×16×16 subgroup matrices (Dawn), subgroups of
+ * 32, f16, and 4-bit weights without bias. Like int8 x it depends on the weight and the device only.
+ */
+export function usesMatrixUnits(
+  gpu: Pick<Gpu, "info" | "profile">,
+  w: Pick<Linear, "format" | "K" | "bias">,
+): boolean {
+  const { info } = gpu;
+  const f = w.format;
+  const config = info.subgroupMatrix.some((c) =>
+    c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
+  );
+  return gpu.profile.matmul.tiled.matrixUnits && config && info.f16 && info.subgroupMinSize === 32 &&
+    info.subgroupMaxSize === 32 && info.maxWorkgroupStorage >= 24576 && f.kind === "q" && f.bits === 4 &&
+    f.groupSize % 32 === 0 && w.K % 32 === 0 && !w.bias;
+}
+
 /** Workgroup memory of the int8-x path: MB rows of int8 x, their (sx, Σx̂) pairs, the reduction slots. */
 function x8Bytes(MB: number, K: number, WG: number): number {
   return MB * K + MB * (K / 32) * 8 + WG * 4;
@@ -124,6 +143,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       if (usesInt8X(ctx.gpu, w, "vec", a.int8AnySize ? 0 : undefined)) {
         await vectorInt8(ctx, { ...shard, params: vparams });
       } else await vector(ctx, { ...shard, params: vparams }, w);
+    } else if (!a.f32x && usesMatrixUnits(ctx.gpu, w)) {
+      await tiledMatrix(ctx, shard);
     } else if (!a.f32x && usesInt8X(ctx.gpu, w, "tiled")) {
       await tiledInt8(ctx, shard, a.splitK);
     } else {
@@ -224,6 +245,16 @@ async function tiledInt8(ctx: OpContext, s: Shard, scratch?: MatmulArgs["splitK"
     buffers: s.buffers,
     params: s.params,
     grid: [Math.ceil(N / bn), Math.ceil(M / 64), 1],
+  });
+}
+
+/** Prefill rows on matrix units: 128×128 tiles, x and W staged as f16, f32 accumulation. */
+async function tiledMatrix(ctx: OpContext, s: Shard): Promise<void> {
+  const { M, N } = s.params;
+  await record(ctx, { file: "matmul_sgmat.wgsl", defines: s.defines, overrides: { GS: s.overrides.GS } }, {
+    buffers: s.buffers,
+    params: s.params,
+    grid: [Math.ceil(N / 128), Math.ceil(M / 128), 1],
   });
 }
 

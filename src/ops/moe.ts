@@ -160,7 +160,7 @@ export interface MoeGateUpRoute {
 export function moeGateUpRoutes(gpu: Gpu, w: ExpertLinear, k: number): boolean {
   const s = w.shards;
   return moeUsesInt8X(gpu, w.format, w.K, 4) && s.length === 1 && s[0].e0 === 0 && s[0].count === w.E &&
-    w.E <= MOE_MAX_EXPERTS && k <= MOE_MAX_K && 8 <= gpu.info.maxStorageBuffers;
+    w.E <= MOE_MAX_EXPERTS && k <= MOE_MAX_K && 9 <= gpu.info.maxStorageBuffers;
 }
 
 /** `moeDown` adding the routed sum into the residual instead of writing y (vector mode). */

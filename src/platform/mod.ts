@@ -53,8 +53,32 @@ export function overrideShaderSource(name: string, text: string | null): void {
   else shaderCache.set(name, Promise.resolve(text));
 }
 
-/** The high-performance adapter, or a DeviceError that says what is missing. */
-export async function requestAdapter(): Promise<GPUAdapter> {
+/** Which WebGPU implementation runs the engine: Deno's own (wgpu), Dawn's (dawn.node), or a browser's. */
+export type WebGpuImpl = "deno" | "dawn" | "browser";
+
+/** What `--webgpu` asks for: `auto` takes Dawn where it loads and offers subgroup matrices, else Deno's. */
+export type WebGpuChoice = "deno" | "dawn" | "auto";
+
+/**
+ * The high-performance adapter of the chosen implementation (browsers: their own, whatever the choice) and
+ * which one it is, or a DeviceError that says what is missing.
+ */
+export async function requestAdapter(
+  choice: WebGpuChoice = "deno",
+  dawnFlags: string[] = [],
+): Promise<{ adapter: GPUAdapter; gpu: GPU; impl: WebGpuImpl }> {
+  if (isDeno && choice !== "deno") {
+    const { dawnGpu } = await import("./dawn.ts");
+    try {
+      const gpu = await dawnGpu(dawnFlags);
+      const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+      const matrices = adapter?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName);
+      if (adapter && (choice === "dawn" || matrices)) return { adapter, gpu, impl: "dawn" };
+      if (choice === "dawn") throw new DeviceError("--webgpu dawn: Dawn found no usable adapter");
+    } catch (e) {
+      if (choice === "dawn") throw e;
+    }
+  }
   const gpu = (globalThis.navigator as any)?.gpu as GPU | undefined;
   if (!gpu) {
     throw new DeviceError(
@@ -72,5 +96,5 @@ export async function requestAdapter(): Promise<GPUAdapter> {
           : ""),
     );
   }
-  return adapter;
+  return { adapter, gpu, impl: isDeno ? "deno" : "browser" };
 }

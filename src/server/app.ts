@@ -85,6 +85,7 @@ export function healthBody(host: ModelHost): Record<string, unknown> {
     model: name,
     context_window: info.contextWindow,
     adapter: info.adapter,
+    webgpu: info.webgpu,
     kv: {
       used_pages: stats.usedPages,
       cached_pages: stats.cachedPages,

@@ -93,7 +93,7 @@ async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
   engine = await Engine.load(source, {
     ...(o.synthetic ? { weightSource: syntheticWeightSource() } : {}),
     kvBudget: o.kvBudgetBytes,
-    gpuOptions: { f16: o.f16 },
+    gpuOptions: { f16: o.f16, webgpu: o.webgpu },
     maxBatch: o.maxBatch,
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
@@ -128,6 +128,7 @@ async function load(m: Extract<ModelRequest, { type: "load" }>): Promise<void> {
     capped: e.contextWindow < e.info.maxPosition,
     vocab: e.config.dims.vocab,
     adapter: e.gpu.info.adapter,
+    webgpu: e.gpu.info.webgpu,
     f16: e.gpu.info.f16,
     kv8: !!e.kv.scales,
     kvPageBytes: e.kv.bytesPerPage,

@@ -13,12 +13,15 @@ import type { PrefixCacheStats } from "../engine/prefix_cache.ts";
 import type { MemoryCategory } from "../gpu/memory.ts";
 import type { ByteDfa } from "../grammar/dfa.ts";
 import * as errors from "../errors.ts";
+import type { WebGpuChoice } from "../platform/mod.ts";
 import type { PromptSpec, RenderedPrompt } from "./prompt.ts";
 
 /** What the model worker is loaded with (the serializable part of EngineOptions). */
 export interface ModelLoadOptions {
   dir: string;
   f16: boolean;
+  /** The WebGPU implementation (`--webgpu`). */
+  webgpu?: WebGpuChoice;
   maxBatch?: number;
   contextWindow?: number;
   prefillChunk?: number;
@@ -50,6 +53,8 @@ export interface ModelInfo {
   capped: boolean;
   vocab: number;
   adapter: string;
+  /** The WebGPU implementation the engine runs on (deno, dawn). */
+  webgpu: string;
   f16: boolean;
   kv8: boolean;
   kvPageBytes: number;

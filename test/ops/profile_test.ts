@@ -13,6 +13,8 @@ const { on } = devices();
 
 const full: GpuInfo = {
   adapter: "test",
+  webgpu: "deno",
+  subgroupMatrix: [],
   f16: true,
   subgroups: true,
   subgroupMinSize: 32,

@@ -84,7 +84,7 @@ fn ld4(e: u32) -> vec4<f32> {
 // the state stays exactly zero: the bits do not depend on the tile size. (Causal alone: key 0 is seen first.)
 #ifdef WINDOW
 fn seen(j: vec4<u32>, pos: u32) -> vec4<bool> {
-  return j <= vec4<u32>(pos) & j + vec4<u32>(params.window) > vec4<u32>(pos);
+  return (j <= vec4<u32>(pos)) & (j + vec4<u32>(params.window) > vec4<u32>(pos));
 }
 fn first_tile(pos: u32) -> u32 { return (pos + 1u - min(pos + 1u, params.window)) / BK * BK; }
 const M0: f32 = -1.0e38;

@@ -6,7 +6,7 @@
 import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
-import { matmul, splitKRows, usesInt8X } from "../../ops/matmul.ts";
+import { matmul, splitKRows, usesInt8X, usesMatrixUnits } from "../../ops/matmul.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -43,6 +43,8 @@ export interface MatmulInputs extends CaseInputs {
   cols?: number[];
   /** The kernel took int8 x (set when bound: it depends on the device, see `usesInt8X`). */
   x8?: boolean;
+  /** The tiled matmul ran on matrix units (x and W as f16). */
+  mx?: boolean;
 }
 
 /** Reference work (multiply-adds) above which only a sample of columns is checked. */
@@ -132,12 +134,13 @@ export async function bindMatmul(
   // small lab shapes would never reach it); x8 = 0 keeps the f32-x kernels. Both stay tested. splitk > 0 sets
   // the K-splits of narrow int8-x tiled matmuls (0: the profile's).
   const x8 = i.shape.x8 !== 0;
+  const mx = Number(i.shape.mx ?? 0) === 1;
   const sk = Number(i.shape.splitk ?? 0);
   const g = gpu.withProfile({
     matmul: {
       int8MinWeights: 0,
       vectorInt8: { enabled: x8 },
-      tiled: { int8: x8, ...(sk > 0 ? { splitK: sk } : {}) },
+      tiled: { int8: x8, matrixUnits: mx, ...(sk > 0 ? { splitK: sk } : {}) },
     },
   });
   const set = new BufferSet(g);
@@ -147,7 +150,8 @@ export async function bindMatmul(
   const y = set.upload("y", encodeAct(i.y0, yAct), { mutable: i.out === "add" });
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
-  i.x8 = usesInt8X(g, { format: i.format, K: i.K, N: i.N }, i.mode);
+  i.mx = i.mode === "tiled" && usesMatrixUnits(g, w);
+  i.x8 = !i.mx && usesInt8X(g, { format: i.format, K: i.K, N: i.N }, i.mode);
   // The split-K scratch is sized for all of the case's rows by the engine's rule (splitKRows), NaN-filled so
   // an unwritten partial that were read would show.
   const rows = i.row0 + i.M;
@@ -176,11 +180,17 @@ export async function bindMatmul(
 
 /**
  * Tolerances. f32 outputs: the kernels accumulate in f32 (error grows like √K·2^-24 on O(1) outputs).
- * act outputs on the f16 path add the final rounding to f16 (relative 2^-11).
+ * act outputs on the f16 path add the final rounding to f16 (relative 2^-11). Matrix units: below.
  */
 export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tolerance> {
   const K = Number(shape.K);
-  const f32: Tolerance = { atol: 2e-7 * Math.sqrt(K) + 1e-6, rtol: 1e-5 };
+  // Matrix units: operands rounded to f16 as the reference does, but a weight's f32 → f16 rounding may
+  // differ from float64's by an ulp at ties, and the units' f32 sums are not IEEE-ordered.
+  const mx = Number(shape.mx ?? 0) === 1;
+  const f32: Tolerance = mx ? { atol: 1e-5 * Math.sqrt(K) + 1e-4, rtol: 2e-3 } : {
+    atol: 2e-7 * Math.sqrt(K) + 1e-6,
+    rtol: 1e-5,
+  };
   const f16: Tolerance = { atol: f32.atol + 1e-5, rtol: 1e-3 };
   return { y: shape.out === "act" && act === "f16" ? f16 : f32 };
 }
@@ -198,6 +208,7 @@ const SWITCHES = {
   pad: 0,
   x8: 1,
   splitk: 0,
+  mx: 0,
 };
 
 const KEYS = {
@@ -215,6 +226,7 @@ const KEYS = {
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
+  mx: "1: tiled 4-bit matmuls on matrix units where the device offers them (Dawn; x and W as f16)",
   splitk:
     "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the profile's)",
 };
@@ -223,26 +235,38 @@ const KEYS = {
  * The vector case, the tiled one, or the tiled one on matmul_tiled_x8.wgsl (int8 x by default), alone or
  * (splitk) split along K and summed by matmul_splitk.wgsl.
  */
-function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): KernelCase<MatmulInputs> {
+function matmulCase(
+  mode: "vec" | "tiled",
+  variant: "" | "x8" | "splitk" | "mx" = "",
+): KernelCase<MatmulInputs> {
   // The tiled case keeps f32 x (its file is matmul_tiled.wgsl); the x8 kernels' own cases start with int8 x.
-  const x8 = mode === "vec" || variant ? 1 : 0;
+  const x8 = mode === "vec" || (variant && variant !== "mx") ? 1 : 0;
+  const mx = variant === "mx" ? 1 : 0;
   const splitk = variant === "splitk" ? 2 : 0;
   // Qwen3-4B fused gate|up projection: N = 2·9728, K = 2560; split-K: down_proj, N = 2560, K = 9728.
   const [N, K] = splitk ? [2560, 9728] : [19456, 2560];
   return {
-    files: mode === "vec"
-      ? ["matmul_vec.wgsl", "matmul_vec_q4.wgsl", "matmul_vec_q4x8.wgsl"]
-      : [{ "": "matmul_tiled.wgsl", x8: "matmul_tiled_x8.wgsl", splitk: "matmul_splitk.wgsl" }[variant]],
+    files: mode === "vec" ? ["matmul_vec.wgsl", "matmul_vec_q4.wgsl", "matmul_vec_q4x8.wgsl"] : [
+      {
+        "": "matmul_tiled.wgsl",
+        x8: "matmul_tiled_x8.wgsl",
+        splitk: "matmul_splitk.wgsl",
+        mx: "matmul_sgmat.wgsl",
+      }[variant],
+    ],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
       : variant === "x8"
       ? "y (=|+=) x·Wᵀ for many rows, 4-bit W on int8 x by integer dot products, 64×128 tiles (prefill)"
+      : variant === "mx"
+      ? "y (=|+=) x·Wᵀ for many rows on matrix units (Dawn's subgroup matrices; x and 4-bit W as f16), " +
+        "128×128 tiles (prefill)"
       : variant === "splitk"
       ? "the int8-x tiled matmul split along K (partials), " +
         "then the partials summed in order with the epilogue"
       : "y (=|+=) x·Wᵀ for many rows, 64×64 tiles (prefill)",
-    defaults: { M: mode === "vec" ? 1 : 512, N, K, ...SWITCHES, x8, splitk },
-    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8, splitk },
+    defaults: { M: mode === "vec" ? 1 : 512, N, K, ...SWITCHES, x8, splitk, mx },
+    small: { M: mode === "vec" ? 5 : 67, N: 67, K: 320, ...SWITCHES, x8, splitk, mx },
     keys: KEYS,
     make: (shape, rng, env) => makeMatmul(mode, shape, rng, env),
     bind: (gpu, i) => bindMatmul(gpu, i),
@@ -267,7 +291,7 @@ function matmulCase(mode: "vec" | "tiled", variant: "" | "x8" | "splitk" = ""): 
  */
 function reference(i: MatmulInputs): Float64Array {
   const x = normedRows(i);
-  if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x });
+  if (i.out !== "swiglu") return matmulRef({ ...i, out: i.out, x, f16Operands: i.mx });
   const rows = i.row0 + i.M;
   const full = matmulRef({
     ...i,
@@ -300,3 +324,4 @@ export const matmulVecCase: KernelCase<MatmulInputs> = matmulCase("vec");
 export const matmulTiledCase: KernelCase<MatmulInputs> = matmulCase("tiled");
 export const matmulTiledX8Case: KernelCase<MatmulInputs> = matmulCase("tiled", "x8");
 export const matmulSplitKCase: KernelCase<MatmulInputs> = matmulCase("tiled", "splitk");
+export const matmulSgmatCase: KernelCase<MatmulInputs> = matmulCase("tiled", "mx");

@@ -6,6 +6,7 @@
  * @module
  */
 import type { WeightFormat } from "../../ops/linear.ts";
+import { roundHalf } from "./half.ts";
 import { dequantRow, groupBiasRow, type PackedWeights } from "./quant.ts";
 
 export interface MatmulRef {
@@ -28,6 +29,8 @@ export interface MatmulRef {
   cols?: number[];
   /** x is quantized to int8 per 32 values as lib/x8.wgsl does (4-bit weights, int8-x kernels). */
   x8?: boolean;
+  /** x and each dequantized weight rounded to f16 (matrix units: matmul_sgmat.wgsl stages both so). */
+  f16Operands?: boolean;
 }
 
 /** Round half to even (WGSL `round`). */
@@ -77,6 +80,7 @@ export function matmulRef(a: MatmulRef): Float64Array {
   for (const n of cols) {
     const shard = a.shards.find((s) => n >= s.n0 && n < s.n0 + s.n)!;
     dequantRow(a.format, shard.packed, n - shard.n0, a.K, wrow);
+    if (a.f16Operands) { for (let k = 0; k < a.K; k++) wrow[k] = roundHalf(Math.fround(wrow[k]), "f16"); }
     if (a.x8) groupBiasRow(a.format, shard.packed, n - shard.n0, a.K, brow);
     for (let m = 0; m < a.M; m++) {
       const xb = (a.row0 + m) * a.K;
@@ -85,6 +89,8 @@ export function matmulRef(a: MatmulRef): Float64Array {
         const { xt, corr } = q8[m];
         for (let k = 0; k < a.K; k++) acc += xt[k] * wrow[k];
         for (let c = 0; c < corr.length; c++) acc += brow[c * g] * corr[c];
+      } else if (a.f16Operands) {
+        for (let k = 0; k < a.K; k++) acc += roundHalf(a.x[xb + k], "f16") * wrow[k];
       } else {
         for (let k = 0; k < a.K; k++) acc += a.x[xb + k] * wrow[k];
       }

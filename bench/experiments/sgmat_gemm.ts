@@ -1,0 +1,212 @@
+/**
+ * Matrix units through Dawn (`--webgpu dawn`): an f16 subgroup-matrix GEMM, C[M,N] (f32) = A[M,K]·B[N,K]ᵀ
+ * (f16), in two spellings of the same staged kernel (llama.cpp's layout, ../shared/notes/dawn-gemm): the
+ * fragments and accumulators in arrays indexed by loop counters (`arrays`), or as named variables in
+ * generated code (`unrolled`), since a private array indexed by a variable may live in local memory
+ * (bench/NOTES.md #95). Inputs are k/8 (exact in f16, every sum exact in f32): sampled entries of C are
+ * checked against the CPU. Timing: `iters` GEMMs in one submit, waited for by a readback (Dawn's is
+ * ~0.03 ms).
+ *   deno run -A bench/experiments/sgmat_gemm.ts [--sizes 2048,512] [--n 6144] [--k 2560] [--iters 20]
+ *     [--cfg 2,4,4,2,32,8]   (subgroups along M, along N, fragments per subgroup along M, N; K tile; pad)
+ *     [--null]               (Dawn's null backend: compile only)
+ * @module
+ */
+import { parseFlags } from "../../src/cli/args.ts";
+import { Gpu } from "../../src/gpu/device.ts";
+
+const f = parseFlags(Deno.args, {
+  sizes: "string",
+  n: "number",
+  k: "number",
+  iters: "number",
+  cfg: "string",
+  null: "boolean",
+});
+const sizes = (f.sizes ?? "2048,512").split(",").map(Number);
+const N = f.n ?? 6144;
+const K = f.k ?? 2560;
+const iters = f.iters ?? 20;
+const [SGM, SGN, FM, FN, TK, PAD] = (f.cfg ?? "2,4,4,2,32,8").split(",").map(Number);
+
+function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
+  const NT = SGM * SGN * 32, BM = SGM * FM * 16, BN = SGN * FN * 16, SA = TK + PAD, CPR = TK / 8;
+  const LA = (BM * CPR) / NT, LB = (BN * CPR) / NT;
+  if (!Number.isInteger(LA) || !Number.isInteger(LB) || TK % 16 || SA % 8) throw new Error("bad cfg");
+  const stage = (dst: string, reg: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `
+    { let ch = tid + ${i}u * NT; let o = (ch / CPR) * SA + (ch % CPR) * 8u; let v = ${reg}${i};
+      let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
+      let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
+      ${dst}[o] = h0.x; ${dst}[o + 1u] = h0.y; ${dst}[o + 2u] = h1.x; ${dst}[o + 3u] = h1.y;
+      ${dst}[o + 4u] = h2.x; ${dst}[o + 5u] = h2.y; ${dst}[o + 6u] = h3.x; ${dst}[o + 7u] = h3.y; }`).join(
+      "",
+    );
+  const fetch = (reg: string, src: string, base: string, n: number, kb: string) =>
+    Array.from({ length: n }, (_, i) => `
+    { let ch = tid + ${i}u * NT; ${reg}${i} = ${src}[(${base} + ch / CPR) * K8 + ${kb} + ch % CPR]; }`).join(
+      "",
+    );
+  const regs = (r: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `var ${r}${i}: vec4<u32>;`).join(" ");
+  const I = [...Array(FM).keys()], J = [...Array(FN).keys()];
+  const body = unrolled
+    ? `${
+      I.map((i) => `let l${i} = subgroupMatrixLoad<L>(&sa, (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`)
+        .join("\n      ")
+    }
+      ${
+      J.map((j) =>
+        `{ let r = subgroupMatrixLoad<R>(&sb, (sn * FN + ${j}u) * 16u * SA + kk, true, SA);
+        ${
+          I.map((i) => `acc${i}_${j} = subgroupMatrixMultiplyAccumulate(l${i}, r, acc${i}_${j});`).join(" ")
+        } }`
+      ).join("\n      ")
+    }`
+    : `var lm: array<L, FM>;
+      for (var i = 0u; i < FM; i++) { lm[i] = subgroupMatrixLoad<L>(&sa, (sm * FM + i) * 16u * SA + kk, false, SA); }
+      for (var j = 0u; j < FN; j++) {
+        let r = subgroupMatrixLoad<R>(&sb, (sn * FN + j) * 16u * SA + kk, true, SA);
+        for (var i = 0u; i < FM; i++) { acc[i][j] = subgroupMatrixMultiplyAccumulate(lm[i], r, acc[i][j]); }
+      }`;
+  const accDecl = unrolled
+    ? I.flatMap((i) => J.map((j) => `var acc${i}_${j} = Acc();`)).join(" ")
+    : "var acc: array<array<Acc, FN>, FM>;";
+  const store = unrolled
+    ? I.flatMap((i) =>
+      J.map((j) =>
+        `subgroupMatrixStore(&c, (m0 + (sm * FM + ${i}u) * 16u) * p.N + n0 + (sn * FN + ${j}u) * 16u, acc${i}_${j}, false, p.N);`
+      )
+    ).join("\n  ")
+    : `for (var i = 0u; i < FM; i++) { for (var j = 0u; j < FN; j++) {
+    subgroupMatrixStore(&c, (m0 + (sm * FM + i) * 16u) * p.N + n0 + (sn * FN + j) * 16u, acc[i][j], false, p.N);
+  } }`;
+  const code = `enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+struct P { M: u32, N: u32, K: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+const NT = ${NT}u; const SA = ${SA}u; const CPR = ${CPR}u; const TK = ${TK}u;
+const FM = ${FM}u; const FN = ${FN}u; const SGM = ${SGM}u;
+var<workgroup> sa: array<f16, ${BM * SA}>;
+var<workgroup> sb: array<f16, ${BN * SA}>;
+alias L = subgroup_matrix_left<f16, 16, 16>;
+alias R = subgroup_matrix_right<f16, 16, 16>;
+alias Acc = subgroup_matrix_result<f32, 16, 16>;
+@compute @workgroup_size(${NT})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+        @builtin(subgroup_id) sid: u32) {
+  let m0 = wid.y * ${BM}u;
+  let n0 = wid.x * ${BN}u;
+  let sm = sid % SGM;
+  let sn = sid / SGM;
+  let K8 = p.K / 8u;
+  let nk = p.K / TK;
+  ${regs("ra", LA)} ${regs("rb", LB)}
+  ${fetch("ra", "a", "m0", LA, "0u")}
+  ${fetch("rb", "b", "n0", LB, "0u")}
+  ${accDecl}
+  for (var kt = 0u; kt < nk; kt++) {
+    workgroupBarrier();
+    ${stage("sa", "ra", LA)}
+    ${stage("sb", "rb", LB)}
+    workgroupBarrier();
+    if (kt + 1u < nk) {
+      let kb = (kt + 1u) * CPR;
+      ${fetch("ra", "a", "m0", LA, "kb")}
+      ${fetch("rb", "b", "n0", LB, "kb")}
+    }
+    for (var kk = 0u; kk < TK; kk += 16u) {
+      ${body}
+    }
+  }
+  ${store}
+}`;
+  return { code, BM, BN };
+}
+
+// --null: Dawn's null backend, a compile check without a GPU (the timings and checks mean nothing there).
+const gpu = await Gpu.create({ webgpu: "dawn", ...(f.null ? { dawnFlags: ["backend=null"] } : {}) });
+const dev = gpu.device;
+console.log(`${gpu.info.adapter} (${gpu.info.webgpu}); matrix configs ${gpu.info.subgroupMatrix.length}`);
+const U = GPUBufferUsage;
+const F16 = Array.from({ length: 17 }, (_, j) => {
+  const x = (j - 8) / 8;
+  if (x === 0) return 0;
+  const s = x < 0 ? 0x8000 : 0, ax = Math.abs(x), e = Math.floor(Math.log2(ax));
+  return s | ((e + 15) << 10) | Math.round((ax / 2 ** e - 1) * 1024);
+});
+const codeOf = (i: number, seed: number) => ((Math.imul(i + seed, 2654435761) >>> 7) % 17) >>> 0;
+const Mmax = Math.max(...sizes);
+const aCodes = new Uint8Array(Mmax * K).map((_, i) => codeOf(i, 11));
+const bCodes = new Uint8Array(N * K).map((_, i) => codeOf(i, 29));
+const upload = (codes: Uint8Array) => {
+  const buf = dev.createBuffer({ size: codes.length * 2, usage: U.STORAGE | U.COPY_DST });
+  dev.queue.writeBuffer(buf, 0, Uint16Array.from(codes, (c) => F16[c]));
+  return buf;
+};
+const A = upload(aCodes), B = upload(bCodes);
+const C = dev.createBuffer({ size: Mmax * N * 4, usage: U.STORAGE | U.COPY_SRC });
+const rb = dev.createBuffer({ size: Mmax * N * 4, usage: U.MAP_READ | U.COPY_DST });
+for (const unrolled of [false, true, false, true]) {
+  const { code, BM, BN } = wgsl(unrolled);
+  const module = dev.createShaderModule({ code });
+  const msgs = (await module.getCompilationInfo()).messages.filter((m) => m.type === "error");
+  if (msgs.length) throw new Error(msgs.map((m) => `${m.lineNum}: ${m.message}`).join("\n"));
+  const pipe = await dev.createComputePipelineAsync({
+    layout: "auto",
+    compute: { module, entryPoint: "main" },
+  });
+  for (const M of sizes) {
+    const P = dev.createBuffer({ size: 16, usage: U.UNIFORM | U.COPY_DST });
+    dev.queue.writeBuffer(P, 0, new Uint32Array([M, N, K, 0]));
+    const bg = dev.createBindGroup({
+      layout: pipe.getBindGroupLayout(0),
+      entries: [P, A, B, C].map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+    const run = async (n: number) => {
+      const e = dev.createCommandEncoder();
+      for (let i = 0; i < n; i++) {
+        const pass = e.beginComputePass();
+        pass.setPipeline(pipe);
+        pass.setBindGroup(0, bg);
+        pass.dispatchWorkgroups(N / BN, M / BM);
+        pass.end();
+      }
+      e.copyBufferToBuffer(C, 0, rb, 0, 16);
+      dev.queue.submit([e.finish()]);
+      await rb.mapAsync(GPUMapMode.READ, 0, 16);
+      rb.unmap();
+    };
+    await run(2);
+    const t = performance.now();
+    await run(iters);
+    const ms = (performance.now() - t) / iters;
+    // Check sampled entries against the CPU (exact).
+    const e = dev.createCommandEncoder();
+    e.copyBufferToBuffer(C, 0, rb, 0, M * N * 4);
+    dev.queue.submit([e.finish()]);
+    await rb.mapAsync(GPUMapMode.READ, 0, M * N * 4);
+    const c = new Float32Array(rb.getMappedRange(0, M * N * 4).slice(0));
+    rb.unmap();
+    let bad = 0;
+    for (let s = 0; s < 200; s++) {
+      const m = (s * 7919) % M, n = (s * 104729) % N;
+      let want = 0;
+      for (let k = 0; k < K; k++) want += ((aCodes[m * K + k] - 8) / 8) * ((bCodes[n * K + k] - 8) / 8);
+      if (c[m * N + n] !== want) bad++;
+    }
+    const tflops = (2 * M * N * K) / (ms * 1e-3) / 1e12;
+    console.log(
+      `${unrolled ? "unrolled" : "arrays  "} ${M}x${N}x${K}: ${ms.toFixed(3)} ms, ${
+        tflops.toFixed(1)
+      } TFLOP/s, ` +
+        `${bad}/200 wrong`,
+    );
+  }
+}
+console.log("errors:", gpu.takeErrors().length);
+Deno.exit(0);

@@ -1,0 +1,71 @@
+/**
+ * Deno-only: Dawn's WebGPU (npm `webgpu`'s Node-API addon, `dawn.node`), the second implementation beside
+ * Deno's own (wgpu). Dawn offers subgroup matrices (tensor cores, Apple's simdgroup matrices) and reads
+ * buffers back without Deno's ≥ 10 ms wait. `FLINT_DAWN_NODE` names the addon file where the npm package is
+ * not installed (it is a dev dependency: the GPU machine's kit carries the one file).
+ * @module
+ */
+import { DeviceError } from "../errors.ts";
+
+/**
+ * Dawn toggles: `allow_unsafe_apis` (subgroup matrices are experimental), f16 on NVIDIA's Vulkan driver (Dawn
+ * hides it there by default), the Vulkan memory model subgroup matrices need; timestamps unquantized.
+ */
+export const DAWN_TOGGLES = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia", "use_vulkan_memory_model"];
+
+// dawn.node polls its events through the Dawn instance such an object owns: if the GC frees it while a
+// device lives, every later mapAsync hangs or crashes. Held for the process's life, one per set of flags.
+const instances = new Map<string, GPU>();
+
+/** Node's name of this platform's addon folder in the npm package (`dist/<name>/dawn.node`). */
+function platformDir(): string {
+  const os = Deno.build.os === "windows" ? "win32" : Deno.build.os;
+  if (os === "darwin") return "darwin-universal";
+  return `${os}-${Deno.build.arch === "aarch64" ? "arm64" : "x64"}`;
+}
+
+function addonPath(req: { resolve(id: string): string }): string {
+  const env = Deno.env.get("FLINT_DAWN_NODE");
+  if (env) return env;
+  try {
+    const index = req.resolve("webgpu");
+    return `${index.slice(0, index.lastIndexOf("/"))}/dist/${platformDir()}/dawn.node`;
+  } catch {
+    return new URL(`../../node_modules/webgpu/dist/${platformDir()}/dawn.node`, import.meta.url).pathname;
+  }
+}
+
+/**
+ * Dawn's `GPU` object (created once per set of flags: DAWN_TOGGLES and `extra`, e.g. `backend=null` for
+ * compile-only checks), or a DeviceError saying why the addon did not load.
+ */
+export async function dawnGpu(extra: string[] = []): Promise<GPU> {
+  // FLINT_DAWN_TOGGLES: more toggles to enable, comma-separated (an A/B: disable_robustness, ...).
+  const more = Deno.env.get("FLINT_DAWN_TOGGLES")?.split(",").filter(Boolean) ?? [];
+  const flags = [
+    `enable-dawn-features=${[...DAWN_TOGGLES, ...more].join(",")}`,
+    "disable-dawn-features=timestamp_quantization",
+    ...extra,
+  ];
+  const key = flags.join(" ");
+  const held = instances.get(key);
+  if (held) return held;
+  // node:module by a computed name: a static import makes `deno check` want @types/node.
+  const NODE_MODULE = "node:" + "module";
+  const { createRequire } = (await import(NODE_MODULE)) as {
+    createRequire: (url: string) => ((id: string) => unknown) & { resolve(id: string): string };
+  };
+  const req = createRequire(import.meta.url);
+  const path = addonPath(req);
+  try {
+    const addon = req(path) as { create(flags: string[]): GPU };
+    const gpu = addon.create(flags);
+    instances.set(key, gpu);
+    return gpu;
+  } catch (e) {
+    throw new DeviceError(
+      `--webgpu dawn: could not load ${path} (${(e as Error).message}); install the npm package ` +
+        "`webgpu` (npm install) or set FLINT_DAWN_NODE to its dawn.node",
+    );
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The Dawn backend (src/platform/dawn.ts, `--webgpu`): the flag's values, a clear error when the addon is
+ * missing, `auto` taking Dawn only where it offers matrix units, and Tint (Dawn's WGSL compiler, on its null
+ * backend: no GPU needed) accepting every kernel that the engines of the bundled model, the hybrid and MoE
+ * fixtures and a 4-bit MoE shape build here. naga (Deno) and Tint differ: Tint needs `enable subgroups;`,
+ * rejects `a < b & c` without parentheses, and checks uniformity. Running on Dawn needs a GPU it accepts
+ * (lavapipe is not one): bench/NOTES.md has the H200 figures.
+ */
+import { describe, expect, test } from "vitest";
+import { webgpuFlag } from "../../src/cli/args.ts";
+import { Engine } from "../../src/engine/engine.ts";
+import { Scheduler } from "../../src/engine/scheduler.ts";
+import { Gpu } from "../../src/gpu/device.ts";
+import { reflect } from "../../src/gpu/kernel.ts";
+import { preprocess } from "../../src/gpu/preprocess.ts";
+import { SyntheticModelSource } from "../../src/loader/synthetic.ts";
+import { dawnGpu } from "../../src/platform/dawn.ts";
+import { DiskModelSource } from "../../src/platform/deno.ts";
+import { DEFAULT_MODEL, FIXTURES, ROOT } from "../util/fixtures.ts";
+
+describe("--webgpu", () => {
+  test("takes deno, dawn or auto (default deno); anything else is a ValidationError naming the flag", () => {
+    expect(webgpuFlag(undefined)).toBe("deno");
+    for (const v of ["deno", "dawn", "auto"]) expect(webgpuFlag(v)).toBe(v);
+    expect(() => webgpuFlag("vulkan")).toThrow(/--webgpu vulkan: expected deno .*dawn .*auto/);
+  });
+
+  test("a missing dawn.node is a DeviceError naming the file and the fix", async () => {
+    const before = Deno.env.get("FLINT_DAWN_NODE");
+    Deno.env.set("FLINT_DAWN_NODE", "/nonexistent/dawn.node");
+    try {
+      await expect(dawnGpu(["backend=vulkan", "adapter=missing-addon-test"])).rejects.toThrow(
+        /could not load \/nonexistent\/dawn\.node [^]*FLINT_DAWN_NODE/,
+      );
+    } finally {
+      if (before === undefined) Deno.env.delete("FLINT_DAWN_NODE");
+      else Deno.env.set("FLINT_DAWN_NODE", before);
+    }
+  });
+
+  test("auto runs on Dawn only where its adapter offers subgroup matrices, else on Deno's WebGPU", async () => {
+    const gpu = await Gpu.create({ webgpu: "auto" });
+    try {
+      if (gpu.info.webgpu === "dawn") expect(gpu.info.subgroupMatrix.length).toBeGreaterThan(0);
+      else expect(gpu.info.webgpu).toBe("deno");
+      expect(gpu.takeErrors()).toEqual([]);
+    } finally {
+      gpu.destroy();
+    }
+  });
+});
+
+/** Kernel labels with Tint's errors, for every kernel an engine on this machine compiled. */
+async function tintErrors(device: GPUDevice, engine: Engine): Promise<string[]> {
+  const out: string[] = [];
+  for (const k of await engine.gpu.kernels.compiled()) {
+    // The kernels were preprocessed for naga, which rejects the directive Tint requires.
+    const code = /\bsubgroup[A-Z]/.test(k.source) ? `enable subgroups;\n${k.source}` : k.source;
+    const info = await device.createShaderModule({ code }).getCompilationInfo();
+    for (const m of info.messages) if (m.type === "error") out.push(`${k.label}:${m.lineNum}: ${m.message}`);
+  }
+  return out;
+}
+
+describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
+  test("bundled model, hybrid and MoE fixtures, a 4-bit MoE shape: no errors", async () => {
+    const dawn = await dawnGpu(["backend=null"]);
+    const adapter = await dawn.requestAdapter();
+    expect(adapter).not.toBeNull();
+    const want = ["shader-f16", "subgroups"] as GPUFeatureName[];
+    const device = await adapter!.requestDevice({
+      requiredFeatures: want.filter((f) => adapter!.features.has(f)),
+    });
+    const base = new DiskModelSource(DEFAULT_MODEL);
+    const moe = new SyntheticModelSource("tiny-moe", base);
+    const models = [
+      { name: "bundled", src: base },
+      ...["lfm2", "gemma3_text", "qwen3_next_long", "qwen3_5_moe_text"].map((m) => ({
+        name: m,
+        src: new DiskModelSource(`${FIXTURES}/${m}`),
+      })),
+      { name: "tiny-moe", src: moe, weightSource: moe.weightSource({ seed: 5 }) },
+    ];
+    let kernels = 0;
+    for (const m of models) {
+      const engine = await Engine.load(m.src, {
+        ...(m.weightSource ? { weightSource: m.weightSource } : {}),
+        maxBatch: 2,
+        contextWindow: 256,
+        prefillChunk: 32,
+      });
+      try {
+        // A prefill in chunks and some decode steps: the step kernels beyond the warm-up's.
+        const sched = new Scheduler(engine);
+        const prompt = Array.from({ length: 70 }, (_, i) => 3 + ((i * 7) % 50));
+        const r = await sched.submit({ prompt, maxTokens: 3 }).result;
+        await sched.close();
+        expect(r.error, m.name).toBeUndefined();
+        kernels += (await engine.gpu.kernels.compiled()).length;
+        expect(await tintErrors(device, engine), m.name).toEqual([]);
+      } finally {
+        engine.destroy();
+      }
+    }
+    expect(kernels).toBeGreaterThan(40);
+    device.destroy();
+  });
+
+  test("the matrix-unit matmul (matmul_sgmat.wgsl, no GPU here offers it) in each epilogue: no errors", async () => {
+    const dawn = await dawnGpu(["backend=null"]);
+    const adapter = (await dawn.requestAdapter())!;
+    const want = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as GPUFeatureName[];
+    expect(want.every((f) => adapter.features.has(f))).toBe(true);
+    const device = await adapter.requestDevice({ requiredFeatures: want });
+    const read = (n: string) => Deno.readTextFileSync(`${ROOT}wgsl/${n}`);
+    const base = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1, Q4: 1 };
+    for (const more of [{}, { SCALE_F16: 1, OUT_F32: 1 }, { ADD: 1 }] as Record<string, number>[]) {
+      const code = preprocess(read("matmul_sgmat.wgsl"), { ...base, ...more }, read, "matmul_sgmat.wgsl");
+      const info = await device.createShaderModule({ code }).getCompilationInfo();
+      const errors = info.messages.filter((m) => m.type === "error").map((m) => `${m.lineNum}: ${m.message}`);
+      expect(errors, JSON.stringify(more)).toEqual([]);
+      // wgsl_reflect cannot parse subgroup-matrix types: the bindings come from the source without them.
+      const names = reflect(code).storage.map((b) => `${b.name}@${b.binding}`);
+      expect(names).toEqual(["x@1", "w@2", "scales@3", "biases@4", "y@6"]);
+    }
+    device.destroy();
+  });
+});
