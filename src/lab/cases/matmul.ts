@@ -151,6 +151,12 @@ export async function bindMatmul(
   const norm = i.gamma ? { weight: set.upload("gamma", Float32Array.from(i.gamma)), eps: i.eps } : undefined;
   const ctx = set.context();
   i.mx = i.mode === "tiled" && usesMatrixUnits(g, w);
+  if (mx && !i.mx) {
+    throw new ShapeError(
+      "matmul: mx=1 (matrix units) takes 4-bit weights without bias, tiled, on a device with f16 16×16×16 " +
+        "subgroup matrices (Dawn: --webgpu dawn)",
+    );
+  }
   i.x8 = !i.mx && usesInt8X(g, { format: i.format, K: i.K, N: i.N }, i.mode);
   // The split-K scratch is sized for all of the case's rows by the engine's rule (splitKRows), NaN-filled so
   // an unwritten partial that were read would show.
