@@ -167,12 +167,13 @@ export async function main(argv: string[]): Promise<number> {
   }
   const prefixCacheDir = dirFlag === "none" ? null : dirFlag ?? defaultPrefixCacheDir();
   checkPort(hostname, port);
+  const webgpu = webgpuFlag(f.webgpu);
   console.log(
     `[flint] loading ${f.synthetic ? `synthetic ${f.synthetic} (tokenizer of ${modelDir})` : modelDir} ...`,
   );
   const host = await ModelHost.open(modelDir, {
     f16: !f.f32,
-    webgpu: webgpuFlag(f.webgpu),
+    webgpu,
     maxBatch,
     contextWindow: positive("context-window", f["context-window"]),
     prefillChunk: positive("prefill-chunk", f["prefill-chunk"]),
