@@ -18,7 +18,8 @@
 // j < DVP (dv padded to a power of two), owns column j's rows i ≡ p (mod P) in registers. q and k of a token
 // are staged in workgroup memory (double-buffered: the next token loads during this one); Σk² and Σq² ride
 // on the first of the two per-token reductions over p (Sᵀk, then Sᵀq), so a token costs two barriers.
-// Qwen3-Next (dk = dv = 128): P = 2, WG = 256, 64 S values per lane; decode grid (D, 32).
+// Qwen3-Next (dk = dv = 128), WG = 1,024 (the profile's deltaNet.recurrentWorkgroupSize): P = 8, 16 S
+// values per lane; decode grid (D, 32).
 // Raw o goes to `out`; after the unit, teams of TS lanes normalise its rows in place (mean over dv needs the
 // whole head, hence one workgroup per head rather than blocks of dv).
 // Serial over tokens: prefill segments take the chunked (WY) form, gated_delta_chunk_*.wgsl, instead.

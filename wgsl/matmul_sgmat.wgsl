@@ -9,6 +9,8 @@
 // columns past N dropped). Sums run in a fixed order per output whatever M is (batch invariance).
 // Grid: (ceil(N / 128), ceil(M / 128)); 128 lanes, subgroups of 32 (the host checks both).
 // Workgroup memory: two 128 × 40 f16 tiles (20 KiB), 4 KiB of epilogue scratch.
+// x goes to f16 unscaled: an activation past 65504 would overflow (the int8-x and f32 kernels scale or keep
+// it); a reason to keep it off for models with such outliers until scaled per chunk.
 enable chromium_experimental_subgroup_matrix;
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 #include "lib/common.wgsl"
@@ -50,9 +52,9 @@ fn fetch(m: u32, n: u32, kc: u32) -> Chunk {
   let xi = (params.row0 + m) * (params.K / 4u) + kc * 8u;
   let gi = n * (params.K / GS) + (kc * BK) / GS;
   let sh = (gi & 1u) * 16u;
-  let sb = ((scales[gi >> 1u] >> sh) & 0xffffu) | (((biases[gi >> 1u] >> sh) & 0xffffu) << 16u);
+  let scale_bias = ((scales[gi >> 1u] >> sh) & 0xffffu) | (((biases[gi >> 1u] >> sh) & 0xffffu) << 16u);
   return Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u],
-               w[n * (params.K / BK) + kc], sb);
+               w[n * (params.K / BK) + kc], scale_bias);
 }
 
 fn put_x(o: u32, v: vec4<f32>) {
@@ -77,7 +79,8 @@ fn stage(t: u32, c: Chunk) {
   put_x(o + 16u, c.x4); put_x(o + 20u, c.x5); put_x(o + 24u, c.x6); put_x(o + 28u, c.x7);
   let s = half16(c.sb & 0xffffu);
   let b = half16(c.sb >> 16u);
-  put_w(o, c.wq.x, s, b); put_w(o + 8u, c.wq.y, s, b); put_w(o + 16u, c.wq.z, s, b); put_w(o + 24u, c.wq.w, s, b);
+  put_w(o, c.wq.x, s, b); put_w(o + 8u, c.wq.y, s, b);
+  put_w(o + 16u, c.wq.z, s, b); put_w(o + 24u, c.wq.w, s, b);
 }
 
 // Fragment (i, j) of subgroup (sm, sn) out through its scratch: lane l takes elements l, l + 32, ...

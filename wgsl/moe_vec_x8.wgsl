@@ -140,7 +140,7 @@ fn quantize_block(xb: vec4<u32>, n: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let q0 = wid.y;
 #ifdef ROUTE
-  // One decode row (P0 = row·k): every workgroup routes it (moe_route.wgsl's code and WG: the same bits);
+  // One decode row (P0 = row·k): every workgroup routes it (moe_route.wgsl's code and defines: same bits);
   // workgroup (0, 0) stores the ids and weights for the down kernel. e only addresses weights.
   let r = params.P0 / params.pairs;
 #ifndef TOPK_ONE_SUBGROUP

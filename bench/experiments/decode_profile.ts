@@ -1,7 +1,8 @@
 /**
  * Where a decode step's time goes: the step's recorded dispatches (one decode row at a given depth) timed
- * whole, then each kernel variant's first dispatch alone (repeated in one pass), times its count. The gap between the
- * whole step and the sum of its parts is what the dispatches cost beyond their own work (launch, barriers).
+ * whole, then each kernel variant's first dispatch alone (repeated in one pass), times its count. The gap
+ * between the whole step and the sum of its parts is what the dispatches cost beyond their own work (launch,
+ * barriers).
  *
  *   deno run -A bench/experiments/decode_profile.ts --synthetic qwen3-30b-a3b [--depth 0] [--top 12]
  *     [--webgpu deno|dawn]

@@ -8,8 +8,9 @@ K="deno task kernel wgsl/matmul_sgmat.wgsl --no-probe --webgpu dawn"
 # Tint warns on every subgroupMatrixLoad/Store spelling (deprecated builtin): keep the lab's own lines.
 keep() { grep -Ev 'deprecated|\^|subgroupMatrix|^:[0-9]|warning|^$|Compilation log'; }
 $K --small --iters 0 2>&1 | keep | tail -3
-$K --shape M=37,N=133,K=320,out=add,scale=f16,row0=3,noff=5,pad=2 --iters 0 2>&1 | keep | tail -2
-$K --shape M=130,N=257,K=2560,w=q4g32,out=f32,shards=3 --iters 0 2>&1 | keep | tail -2
+for s in M=37,N=133,K=320,out=add,scale=f16,row0=3,noff=5,pad=2 M=130,N=257,K=2560,w=q4g32,out=f32,shards=3; do
+  $K --shape "$s" --iters 0 2>&1 | keep | tail -2
+done
 $K --shape M=2048,N=19456,K=2560 --iters 20 --no-check 2>&1 | keep | grep -E "time|compute"
 deno task kernel wgsl/matmul_tiled_x8.wgsl --no-probe --shape M=2048,N=19456,K=2560 --iters 20 --no-check 2>&1 |
   grep -E "time|compute"

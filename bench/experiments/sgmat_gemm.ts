@@ -63,7 +63,9 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
       ).join("\n      ")
     }`
     : `var lm: array<L, FM>;
-      for (var i = 0u; i < FM; i++) { lm[i] = subgroupMatrixLoad<L>(&sa, (sm * FM + i) * 16u * SA + kk, false, SA); }
+      for (var i = 0u; i < FM; i++) {
+        lm[i] = subgroupMatrixLoad<L>(&sa, (sm * FM + i) * 16u * SA + kk, false, SA);
+      }
       for (var j = 0u; j < FN; j++) {
         let r = subgroupMatrixLoad<R>(&sb, (sn * FN + j) * 16u * SA + kk, true, SA);
         for (var i = 0u; i < FM; i++) { acc[i][j] = subgroupMatrixMultiplyAccumulate(lm[i], r, acc[i][j]); }
@@ -74,11 +76,13 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
   const store = unrolled
     ? I.flatMap((i) =>
       J.map((j) =>
-        `subgroupMatrixStore(&c, (m0 + (sm * FM + ${i}u) * 16u) * p.N + n0 + (sn * FN + ${j}u) * 16u, acc${i}_${j}, false, p.N);`
+        `subgroupMatrixStore(&c, (m0 + (sm * FM + ${i}u) * 16u) * p.N + n0 + (sn * FN + ${j}u) * 16u,
+          acc${i}_${j}, false, p.N);`
       )
     ).join("\n  ")
     : `for (var i = 0u; i < FM; i++) { for (var j = 0u; j < FN; j++) {
-    subgroupMatrixStore(&c, (m0 + (sm * FM + i) * 16u) * p.N + n0 + (sn * FN + j) * 16u, acc[i][j], false, p.N);
+    subgroupMatrixStore(&c, (m0 + (sm * FM + i) * 16u) * p.N + n0 + (sn * FN + j) * 16u, acc[i][j], false,
+      p.N);
   } }`;
   const code = `enable f16;
 enable subgroups;

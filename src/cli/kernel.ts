@@ -31,8 +31,8 @@ const SPEC = {
 } as const;
 
 const USAGE =
-  "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--webgpu deno|dawn|auto] [--iters N] [--seed S] " +
-  "[--no-check] [--no-probe] [--json] | --list";
+  "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--iters N] [--seed S]\n" +
+  "       [--webgpu deno|dawn|auto] [--no-check] [--no-probe] [--json] | --list";
 
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);

@@ -55,7 +55,8 @@ const SPEC = {
 const USAGE = `usage: npm start -- [--model DIR] [--host 127.0.0.1] [--port 8080] [--context-window N]
        [--api-key KEY] [--max-batch N] [--models-dir DIR] [--alias 'claude-*,gpt-*'] [--prefill-chunk N]
        [--solo-prefill-chunk N] [--steps-per-submit N] [--max-body-mb N] [--kv-cache act|q8] [--f32]
-       [--webgpu deno|dawn|auto] [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10] [--prefix-cache-bytes N]
+       [--webgpu deno|dawn|auto] [--strict-model-name] [--cors ORIGIN[,ORIGIN...]] [--keep-alive-s 10]
+       [--prefix-cache-bytes N]
        [--prefix-cache-dir DIR|none] [--prefix-cache-disk-bytes N] [--kv-budget-gb 4] [--synthetic SHAPE]
 Any model name in a request is answered by the served model, unless --strict-model-name (then only its
 folder name and the --alias patterns). --cors lets pages from those origins call the API ("*": any).

@@ -114,7 +114,7 @@ export interface MoeProfile {
 export interface DeltaNetProfile {
   /** Prefill segments take the chunked (WY) kernels; else the token-by-token recurrence decode rows use. */
   chunked: boolean;
-  /** Lanes per workgroup of the recurrent kernel (`gated_delta.wgsl`, a value head each; the adapter caps it). */
+  /** Lanes per workgroup of the recurrent kernel (gated_delta.wgsl, a value head each; capped by the adapter). */
   recurrentWorkgroupSize: number;
 }
 

@@ -89,7 +89,8 @@ export function usesMatrixUnits(
   const config = info.subgroupMatrix.some((c) =>
     c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
   );
-  return gpu.profile.matmul.tiled.matrixUnits && config && info.f16 && info.subgroupMinSize === 32 &&
+  return gpu.profile.matmul.tiled.matrixUnits && config && info.f16 && info.subgroups &&
+    info.subgroupMinSize === 32 &&
     info.subgroupMaxSize === 32 && info.maxWorkgroupStorage >= 24576 && f.kind === "q" && f.bits === 4 &&
     f.groupSize % 32 === 0 && w.K % 32 === 0 && !w.bias;
 }

@@ -9,7 +9,7 @@ import { DeviceError } from "../errors.ts";
 
 /**
  * Dawn toggles: `allow_unsafe_apis` (subgroup matrices are experimental), f16 on NVIDIA's Vulkan driver (Dawn
- * hides it there by default), the Vulkan memory model subgroup matrices need; timestamps unquantized.
+ * hides it there by default), the Vulkan memory model subgroup matrices need.
  */
 export const DAWN_TOGGLES = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia", "use_vulkan_memory_model"];
 
@@ -44,7 +44,7 @@ export async function dawnGpu(extra: string[] = []): Promise<GPU> {
   const more = Deno.env.get("FLINT_DAWN_TOGGLES")?.split(",").filter(Boolean) ?? [];
   const flags = [
     `enable-dawn-features=${[...DAWN_TOGGLES, ...more].join(",")}`,
-    "disable-dawn-features=timestamp_quantization",
+    "disable-dawn-features=timestamp_quantization", // timestamps at full resolution
     ...extra,
   ];
   const key = flags.join(" ");
@@ -58,6 +58,7 @@ export async function dawnGpu(extra: string[] = []): Promise<GPU> {
   const req = createRequire(import.meta.url);
   const path = addonPath(req);
   try {
+    // The addon itself, not the package's index.js: that only patches GPUDevice.destroy() to unmap buffers.
     const addon = req(path) as { create(flags: string[]): GPU };
     const gpu = addon.create(flags);
     instances.set(key, gpu);

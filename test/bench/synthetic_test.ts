@@ -67,7 +67,7 @@ describe("synthetic weights", () => {
     expect(engine.gpu.takeErrors()).toEqual([]);
   });
 
-  test("tiny-moe: the 4-bit router's decode rows take int8 x under moe.routerInt8X, f32 x without", async () => {
+  test("tiny-moe: a 4-bit router's decode rows on int8 x under moe.routerInt8X, f32 x without", async () => {
     const src = new SyntheticModelSource("tiny-moe", new DiskModelSource(DEFAULT_MODEL));
     for (const routerInt8X of [true, false]) {
       const e = await Engine.load(src, {

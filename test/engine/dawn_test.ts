@@ -38,7 +38,7 @@ describe("--webgpu", () => {
     }
   });
 
-  test("auto runs on Dawn only where its adapter offers subgroup matrices, else on Deno's WebGPU", async () => {
+  test("auto runs on Dawn only where it offers subgroup matrices, else on Deno's WebGPU", async () => {
     const gpu = await Gpu.create({ webgpu: "auto" });
     try {
       if (gpu.info.webgpu === "dawn") expect(gpu.info.subgroupMatrix.length).toBeGreaterThan(0);
@@ -106,7 +106,7 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     device.destroy();
   });
 
-  test("the matrix-unit matmul (matmul_sgmat.wgsl, no GPU here offers it) in each epilogue: no errors", async () => {
+  test("the matrix-unit matmul (matmul_sgmat.wgsl; no GPU here runs it), each epilogue: no errors", async () => {
     const dawn = await dawnGpu(["backend=null"]);
     const adapter = (await dawn.requestAdapter())!;
     const want = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as GPUFeatureName[];

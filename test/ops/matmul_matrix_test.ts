@@ -20,7 +20,8 @@ beforeAll(async () => {
   try {
     const g = await Gpu.create({ webgpu: "dawn" });
     const q4 = { kind: "q", bits: 4, groupSize: 64, scaleF16: false } as const;
-    if (usesMatrixUnits(g, { format: q4, K: 64, bias: undefined })) gpu = g;
+    const on = g.withProfile({ matmul: { tiled: { matrixUnits: true } } });
+    if (usesMatrixUnits(on, { format: q4, K: 64, bias: undefined })) gpu = g;
     else g.destroy();
   } catch {
     gpu = null; // no dawn.node, or no adapter Dawn accepts (lavapipe)

@@ -3,8 +3,8 @@
  * against the two dispatches it replaces (`moeRoute`, then `moeGateUp` reading the ids): the same ids, the
  * same routing weights and the same h, bit for bit, on 4-bit experts with the fused RMSNorm. The logits
  * carry exact ties (lower expert first) and rows around the routed one stay untouched. The shapes take
- * both router forms (one subgroup holds E ≤ 4 × the subgroup size and k ≤ it; a workgroup beyond). The two-dispatch
- * path is checked against float64 references in moe_test.ts and moe_matmul_test.ts; the ids are checked
+ * both router forms (one subgroup holds E ≤ 4 × the subgroup size and k ≤ it; a workgroup beyond). The
+ * two-dispatch path is checked against float64 references in moe_test.ts and moe_matmul_test.ts; the ids are checked
  * against moeRouteRef here too.
  */
 import { describe, expect, test } from "vitest";

@@ -197,7 +197,7 @@ export function matmulTolerance(shape: Shape, act: ActDtype): Record<string, Tol
     atol: 2e-7 * Math.sqrt(K) + 1e-6,
     rtol: 1e-5,
   };
-  const f16: Tolerance = { atol: f32.atol + 1e-5, rtol: 1e-3 };
+  const f16: Tolerance = { atol: f32.atol + 1e-5, rtol: f32.rtol + 1e-3 };
   return { y: shape.out === "act" && act === "f16" ? f16 : f32 };
 }
 
