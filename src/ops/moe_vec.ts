@@ -72,8 +72,8 @@ export function x8CombineCols(gpu: Pick<Gpu, "profile">): number {
 /**
  * Whether the routers route a row on one subgroup alone (lib/topk.wgsl's TOPK_ONE_SUBGROUP): the profile's
  * `moe.oneSubgroupRoute`, fixed-size subgroups holding the E experts four per lane and the k picks one per
- * lane. `moe_route.wgsl` and the
- * int8-x gate|up's ROUTE decide it here, so a decode row gets the same bits from either.
+ * lane. `moe_route.wgsl` and the int8-x gate|up's ROUTE decide it here, so a decode row gets the same bits
+ * from either.
  */
 export function routesOnOneSubgroup(gpu: Pick<Gpu, "info" | "profile">, E: number, k: number): boolean {
   const { subgroups, subgroupMinSize: sub, subgroupMaxSize } = gpu.info;
