@@ -115,6 +115,7 @@ export async function measureKernels(
               mode,
               ldy: lg.N,
               nOff: p.nOff,
+              matrixScratch: acts.matrix,
             });
           }
         }

@@ -1,21 +1,21 @@
 // Tiled matmul for prefill rows on matrix units (Dawn's subgroup matrices, f16 × f16 → f32, 16×16×16):
-//   y[row0 + m, n_off + n] (=|+=) Σ_k x[row0 + m, k] · W[n, k]      m < M, n < N;  W MLX affine 4-bit
-// Same params, bindings and epilogues as matmul_tiled.wgsl (x f32; no BIAS). x and W (dequantized:
-// scale·q + bias) are staged as f16 in workgroup memory 32 k at a time (one quant chunk: one scale a row),
-// the next chunk's raw words prefetched into registers meanwhile. Lane t stages row t of both tiles.
-// 2×2 subgroups each own 4×4 fragments of 16×16 (a 128×128 tile), accumulated in f32 in named variables:
-// arrays of fragments indexed in loops spill to local memory (bench/NOTES.md #113). Each fragment leaves
-// through a 16×16 f32 scratch per subgroup, where its lanes apply lib/matmul.wgsl's epilogue (rows past M,
-// columns past N dropped). Sums run in a fixed order per output whatever M is (batch invariance).
-// Grid: (ceil(N / 128), ceil(M / 128)); 128 lanes, subgroups of 32 (the host checks both).
+//   y[row0 + m, n_off + n] (=|+=) Σ_k a[m, k] · b[n, k] (+ bias[n])      m < M, n < N
+// a is x's rows as f16 (rows_f16.wgsl), b the weight as f16 (dequant_f16.wgsl), both (rows, K) with K a
+// multiple of 32; epilogues as in the other matmul kernels (lib/matmul.wgsl). Tiles of 128 × 128 × 32 are
+// staged in workgroup memory (lanes copy 16-byte pieces, four lanes a row), the next tile's pieces held in
+// registers meanwhile. 2×2 subgroups each own 4×4 fragments of 16×16, accumulated in f32 in named
+// variables: arrays of fragments indexed in loops spill to local memory (bench/NOTES.md #113). Each fragment
+// leaves through a 16×16 f32 scratch per subgroup, where its lanes apply the epilogue (rows past M, columns
+// past N dropped). Sums run in a fixed order per output whatever M is (batch invariance).
+// SPLITK (grid z = splits): workgroup z sums k in [z·kc, min((z+1)·kc, K)) only and writes that partial,
+// f32, to rows z·M + m of y (ldy = N, n_off = row0 = 0); matmul_splitk.wgsl adds them in order.
+// Grid: (ceil(M / 128), ceil(N / 128), splits): neighbouring workgroups share a weight tile, so W streams
+// from memory once while x's rows stay in L2. 128 lanes, subgroups of 32 (the host checks both).
 // Workgroup memory: two 128 × 40 f16 tiles (20 KiB), 4 KiB of epilogue scratch.
-// x goes to f16 unscaled: an activation past 65504 would overflow (the int8-x and f32 kernels scale or keep
-// it); a reason to keep it off for models with such outliers until scaled per chunk.
 enable chromium_experimental_subgroup_matrix;
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 #include "lib/common.wgsl"
 
-override GS: u32 = 64;
 const TILE: u32 = 128u;
 const BK: u32 = 32u;
 const SA: u32 = 40u;        // staged row stride (halves): 32 + 8 of padding against bank conflicts
@@ -24,15 +24,16 @@ struct Params {
   M: u32,      // rows
   N: u32,      // output columns held by this weight buffer
   K: u32,      // reduction length (elements)
-  row0: u32,   // first row of x and y used (rows)
+  row0: u32,   // first row of y written (rows); a's rows start at 0
   ldy: u32,    // row stride of y (elements)
   n_off: u32,  // column of y where this weight's output starts (elements)
+#ifdef SPLITK
+  kc: u32,     // k per split (a multiple of 32)
+#endif
 }
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;   // matmul inputs are f32
-@group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;   // 32 nibbles a vec4
-@group(0) @binding(3) var<storage, read> scales: array<u32>;
-@group(0) @binding(4) var<storage, read> biases: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;   // (M, K / 8): 8 halves each
+@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;   // (N, K / 8)
 
 #include "lib/matmul.wgsl"
 
@@ -44,53 +45,56 @@ alias Left = subgroup_matrix_left<f16, 16, 16>;
 alias Right = subgroup_matrix_right<f16, 16, 16>;
 alias Acc = subgroup_matrix_result<f32, 16, 16>;
 
-// Row t's staged x chunk (8 vec4 of f32) and W chunk (one vec4 of nibbles, scale | bias).
-struct Chunk { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-               x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, wq: vec4<u32>, sb: u32 }
+// The four 16-byte pieces lane t copies of a tile: piece p = t + 128·i is row p / 4, halves 8·(p % 4)...
+struct Pieces { p0: vec4<u32>, p1: vec4<u32>, p2: vec4<u32>, p3: vec4<u32> }
 
-fn fetch(m: u32, n: u32, kc: u32) -> Chunk {
-  let xi = (params.row0 + m) * (params.K / 4u) + kc * 8u;
-  let gi = n * (params.K / GS) + (kc * BK) / GS;
-  let sh = (gi & 1u) * 16u;
-  let scale_bias = ((scales[gi >> 1u] >> sh) & 0xffffu) | (((biases[gi >> 1u] >> sh) & 0xffffu) << 16u);
-  return Chunk(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u], x[xi + 4u], x[xi + 5u], x[xi + 6u], x[xi + 7u],
-               w[n * (params.K / BK) + kc], scale_bias);
+fn fetch_a(m0: u32, t: u32, chunk: u32) -> Pieces {
+  let k8 = params.K / 8u;
+  let c = chunk * 4u + t % 4u;
+  let r = t / 4u;
+  let last = params.M - 1u;
+  return Pieces(a[min(m0 + r, last) * k8 + c], a[min(m0 + r + 32u, last) * k8 + c],
+                a[min(m0 + r + 64u, last) * k8 + c], a[min(m0 + r + 96u, last) * k8 + c]);
 }
 
-fn put_x(o: u32, v: vec4<f32>) {
-  sa[o] = f16(v.x); sa[o + 1u] = f16(v.y); sa[o + 2u] = f16(v.z); sa[o + 3u] = f16(v.w);
+fn fetch_b(n0: u32, t: u32, chunk: u32) -> Pieces {
+  let k8 = params.K / 8u;
+  let c = chunk * 4u + t % 4u;
+  let r = t / 4u;
+  let last = params.N - 1u;
+  return Pieces(b[min(n0 + r, last) * k8 + c], b[min(n0 + r + 32u, last) * k8 + c],
+                b[min(n0 + r + 64u, last) * k8 + c], b[min(n0 + r + 96u, last) * k8 + c]);
 }
 
-// 8 weights of one word: w = scale·q + bias (q by the 2^23 mantissa trick), as f16.
-fn put_w(o: u32, word: u32, s: f32, b: f32) {
-  let lo = bitcast<vec4<f32>>(((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) |
-                              vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0);
-  let hi = bitcast<vec4<f32>>(((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) |
-                              vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0);
-  let a = fma(vec4<f32>(s), lo, vec4<f32>(b));
-  let c = fma(vec4<f32>(s), hi, vec4<f32>(b));
-  sb[o] = f16(a.x); sb[o + 1u] = f16(a.y); sb[o + 2u] = f16(a.z); sb[o + 3u] = f16(a.w);
-  sb[o + 4u] = f16(c.x); sb[o + 5u] = f16(c.y); sb[o + 6u] = f16(c.z); sb[o + 7u] = f16(c.w);
+fn put_a(o: u32, v: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
+  let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
+  sa[o] = h0.x; sa[o + 1u] = h0.y; sa[o + 2u] = h1.x; sa[o + 3u] = h1.y;
+  sa[o + 4u] = h2.x; sa[o + 5u] = h2.y; sa[o + 6u] = h3.x; sa[o + 7u] = h3.y;
 }
 
-fn stage(t: u32, c: Chunk) {
-  let o = t * SA;
-  put_x(o, c.x0); put_x(o + 4u, c.x1); put_x(o + 8u, c.x2); put_x(o + 12u, c.x3);
-  put_x(o + 16u, c.x4); put_x(o + 20u, c.x5); put_x(o + 24u, c.x6); put_x(o + 28u, c.x7);
-  let s = half16(c.sb & 0xffffu);
-  let b = half16(c.sb >> 16u);
-  put_w(o, c.wq.x, s, b); put_w(o + 8u, c.wq.y, s, b);
-  put_w(o + 16u, c.wq.z, s, b); put_w(o + 24u, c.wq.w, s, b);
+fn put_b(o: u32, v: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
+  let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
+  sb[o] = h0.x; sb[o + 1u] = h0.y; sb[o + 2u] = h1.x; sb[o + 3u] = h1.y;
+  sb[o + 4u] = h2.x; sb[o + 5u] = h2.y; sb[o + 6u] = h3.x; sb[o + 7u] = h3.y;
+}
+
+fn stage(t: u32, pa: Pieces, pb: Pieces) {
+  let o = (t / 4u) * SA + (t % 4u) * 8u;
+  let step = 32u * SA;   // 32 rows further
+  put_a(o, pa.p0); put_a(o + step, pa.p1); put_a(o + 2u * step, pa.p2); put_a(o + 3u * step, pa.p3);
+  put_b(o, pb.p0); put_b(o + step, pb.p1); put_b(o + 2u * step, pb.p2); put_b(o + 3u * step, pb.p3);
 }
 
 // Fragment (i, j) of subgroup (sm, sn) out through its scratch: lane l takes elements l, l + 32, ...
-fn emit(acc: Acc, sid: u32, lane: u32, m0: u32, n0: u32) {
+fn emit(acc: Acc, sid: u32, lane: u32, m0: u32, n0: u32, row: u32) {
   subgroupMatrixStore(&ep, sid * 256u, acc, false, 16u);
   workgroupBarrier();
   for (var e = lane; e < 256u; e += 32u) {
     let m = m0 + e / 16u;
     let n = n0 + e % 16u;
-    if (m < params.M && n < params.N) { store(params.row0 + m, n, ep[sid * 256u + e]); }
+    if (m < params.M && n < params.N) { store(row + m, n, ep[sid * 256u + e]); }
   }
   workgroupBarrier();
 }
@@ -98,23 +102,33 @@ fn emit(acc: Acc, sid: u32, lane: u32, m0: u32, n0: u32) {
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32,
         @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) lane: u32) {
-  let m0 = wid.y * TILE;
-  let n0 = wid.x * TILE;
+  let m0 = wid.x * TILE;
+  let n0 = wid.y * TILE;
   let fm = (sid % 2u) * 64u;   // this subgroup's rows and columns in the tile
   let fc = (sid / 2u) * 64u;
-  let mt = min(m0 + t, params.M - 1u);
-  let nt = min(n0 + t, params.N - 1u);
-  let nk = params.K / BK;
-  var next = fetch(mt, nt, 0u);
+#ifdef SPLITK
+  let k0 = wid.z * (params.kc / BK);   // first and last chunk of this split
+  let k1 = min(params.K, (wid.z + 1u) * params.kc) / BK;
+  let row = wid.z * params.M;
+#else
+  let k0 = 0u;
+  let k1 = params.K / BK;
+  let row = params.row0;
+#endif
+  var next_a = fetch_a(m0, t, k0);
+  var next_b = fetch_b(n0, t, k0);
   var a00 = Acc(); var a01 = Acc(); var a02 = Acc(); var a03 = Acc();
   var a10 = Acc(); var a11 = Acc(); var a12 = Acc(); var a13 = Acc();
   var a20 = Acc(); var a21 = Acc(); var a22 = Acc(); var a23 = Acc();
   var a30 = Acc(); var a31 = Acc(); var a32 = Acc(); var a33 = Acc();
-  for (var kc = 0u; kc < nk; kc++) {
+  for (var chunk = k0; chunk < k1; chunk++) {
     workgroupBarrier();
-    stage(t, next);
+    stage(t, next_a, next_b);
     workgroupBarrier();
-    if (kc + 1u < nk) { next = fetch(mt, nt, kc + 1u); }
+    if (chunk + 1u < k1) {
+      next_a = fetch_a(m0, t, chunk + 1u);
+      next_b = fetch_b(n0, t, chunk + 1u);
+    }
     for (var kk = 0u; kk < BK; kk += 16u) {
       let l0 = subgroupMatrixLoad<Left>(&sa, fm * SA + kk, false, SA);
       let l1 = subgroupMatrixLoad<Left>(&sa, (fm + 16u) * SA + kk, false, SA);
@@ -136,12 +150,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let rm = m0 + fm;
   let cn = n0 + fc;
-  emit(a00, sid, lane, rm, cn); emit(a01, sid, lane, rm, cn + 16u);
-  emit(a02, sid, lane, rm, cn + 32u); emit(a03, sid, lane, rm, cn + 48u);
-  emit(a10, sid, lane, rm + 16u, cn); emit(a11, sid, lane, rm + 16u, cn + 16u);
-  emit(a12, sid, lane, rm + 16u, cn + 32u); emit(a13, sid, lane, rm + 16u, cn + 48u);
-  emit(a20, sid, lane, rm + 32u, cn); emit(a21, sid, lane, rm + 32u, cn + 16u);
-  emit(a22, sid, lane, rm + 32u, cn + 32u); emit(a23, sid, lane, rm + 32u, cn + 48u);
-  emit(a30, sid, lane, rm + 48u, cn); emit(a31, sid, lane, rm + 48u, cn + 16u);
-  emit(a32, sid, lane, rm + 48u, cn + 32u); emit(a33, sid, lane, rm + 48u, cn + 48u);
+  emit(a00, sid, lane, rm, cn, row); emit(a01, sid, lane, rm, cn + 16u, row);
+  emit(a02, sid, lane, rm, cn + 32u, row); emit(a03, sid, lane, rm, cn + 48u, row);
+  emit(a10, sid, lane, rm + 16u, cn, row); emit(a11, sid, lane, rm + 16u, cn + 16u, row);
+  emit(a12, sid, lane, rm + 16u, cn + 32u, row); emit(a13, sid, lane, rm + 16u, cn + 48u, row);
+  emit(a20, sid, lane, rm + 32u, cn, row); emit(a21, sid, lane, rm + 32u, cn + 16u, row);
+  emit(a22, sid, lane, rm + 32u, cn + 32u, row); emit(a23, sid, lane, rm + 32u, cn + 48u, row);
+  emit(a30, sid, lane, rm + 48u, cn, row); emit(a31, sid, lane, rm + 48u, cn + 16u, row);
+  emit(a32, sid, lane, rm + 48u, cn + 32u, row); emit(a33, sid, lane, rm + 48u, cn + 48u, row);
 }

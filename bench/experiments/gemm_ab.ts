@@ -4,12 +4,14 @@
  * it in a prefill step of M rows, under each tiled-matmul profile in turn, interleaved (A B C A B C ...), so
  * drift in the GPU's clocks hits all alike. Each list cycles through four layers (weights past L2).
  *   deno run -A bench/experiments/gemm_ab.ts [--synthetic qwen3-4b | --model DIR] [--rows 512,2048]
- *     [--rounds 3] [--configs '[{},{"wideTileMinWorkgroups":0}]']
+ *     [--rounds 3] [--configs '[{},{"wideTileMinWorkgroups":0}]'] [--webgpu deno|dawn] [--wall]
+ *   On matrix units: --webgpu dawn --configs '[{"matrixUnits":false},{"matrixUnits":true}]' (the engine loads
+ *   with them on, so their scratch exists).
  * A config is a partial `MatmulProfile["tiled"]` (src/gpu/profile.ts). Prints one line per measurement and
  * the median µs per config, row count and linear.
  * @module
  */
-import { parseFlags } from "../../src/cli/args.ts";
+import { parseFlags, webgpuFlag } from "../../src/cli/args.ts";
 import type { Activations } from "../../src/engine/resources.ts";
 import { ParamArena } from "../../src/gpu/kernel.ts";
 import type { MatmulProfile } from "../../src/gpu/profile.ts";
@@ -23,16 +25,31 @@ import { GpuTimer } from "../timer.ts";
 
 const f = parseFlags(
   Deno.args,
-  { synthetic: "string", model: "string", rows: "string", rounds: "number", configs: "string" } as const,
+  {
+    synthetic: "string",
+    model: "string",
+    rows: "string",
+    rounds: "number",
+    configs: "string",
+    webgpu: "string",
+    wall: "boolean",
+  } as const,
 );
 const configs: Partial<MatmulProfile["tiled"]>[] = JSON.parse(f.configs ?? "[{}]");
 const rowsList = (f.rows ?? "512,2048").split(",").map(Number);
 const rounds = f.rounds ?? 3;
 const spec = f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAULT_MODEL_DIR };
-const { engine } = await loadModel(spec, { contextWindow: 4096, prefillChunk: Math.max(...rowsList) });
+const matrixUnits = configs.some((c) => c.matrixUnits);
+const { engine } = await loadModel(spec, {
+  contextWindow: 4096,
+  prefillChunk: Math.max(...rowsList),
+  webgpu: webgpuFlag(f.webgpu),
+  ...(matrixUnits ? { profile: { matmul: { tiled: { matrixUnits } } } } : {}),
+});
 const w = engine.weights as DecoderWeights;
 const { gpu, acts } = engine;
-const timer = new GpuTimer(gpu, {});
+const timer = new GpuTimer(gpu, { wall: !!f.wall });
+console.log(`${gpu.info.adapter} (${gpu.info.webgpu}), timing by ${timer.method}`);
 const arena = new ParamArena(gpu);
 const few = w.layers.slice(0, Math.min(4, w.layers.length));
 const a: Activations = acts;
@@ -59,6 +76,7 @@ for (let r = 0; r < rounds; r++) {
               ldy: lg.N,
               nOff: p.nOff,
               splitK: { buffer: a.splitk, rows: a.cap.rows },
+              matrixScratch: a.matrix,
             });
           }
         }

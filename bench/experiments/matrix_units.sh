@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# The matrix-unit prefill matmul (wgsl/matmul_sgmat.wgsl) on a GPU where Dawn offers f16 subgroup matrices
-# (bench/NOTES.md #115): the lab's checks against the float64 reference on odd shapes, its time beside the
-# int8-x kernel on Deno's WebGPU at the 4B's gate|up shape, then the 4B prefill on Dawn with the kernel off
-# and on. On the lent H200: source .device/setup.sh, unpack dawn.node, FLINT_DAWN_NODE=..., then this.
+# The matrix-unit prefill matmul (src/ops/matmul_matrix.ts: rows_f16, dequant_f16, matmul_sgmat) on a GPU
+# where Dawn offers f16 subgroup matrices (bench/NOTES.md #115–#118): the lab's checks against the float64
+# reference on the test's odd shapes; the bundled model's greedy ids and NLL on Dawn (matrix units) beside
+# Deno's WebGPU; the 4B's prefill linears in GPU time (timestamps: Dawn's event-loop stalls, #117, do not
+# reach them) with and without split-K; then the 4B end to end on Deno and on Dawn (five runs: take the
+# best). On the lent H200: source .device/setup.sh, unpack dawn.node, FLINT_DAWN_NODE=..., then this.
 set -u
 K="deno task kernel wgsl/matmul_sgmat.wgsl --no-probe --webgpu dawn"
 # Tint warns on every subgroupMatrixLoad/Store spelling (deprecated builtin): keep the lab's own lines.
 keep() { grep -Ev 'deprecated|\^|subgroupMatrix|^:[0-9]|warning|^$|Compilation log'; }
-$K --small --iters 0 2>&1 | keep | tail -3
-for s in M=37,N=133,K=320,out=add,scale=f16,row0=3,noff=5,pad=2 M=130,N=257,K=2560,w=q4g32,out=f32,shards=3; do
-  $K --shape "$s" --iters 0 2>&1 | keep | tail -2
+for s in w=q4g64,scale=bf16,out=act,M=37,N=133,K=320 \
+  w=q4g32,scale=f16,out=f32,M=130,N=257,K=96,splitk=3 \
+  w=q4g128,scale=bf16,out=add,M=200,N=129,K=512,row0=3,noff=5,pad=2 \
+  w=q4g64,scale=f16,out=act,M=129,N=300,K=2560,shards=3,splitk=1 \
+  w=q8g64,scale=bf16,out=f32,M=70,N=200,K=192,bias=1 \
+  w=q8g32,scale=f16,out=add,M=131,N=333,K=160,mxblock=128,noff=3,pad=1 \
+  w=q4g32,scale=bf16,out=act,M=64,N=390,K=96,mxblock=256,bias=1,shards=2 \
+  w=q4g64,scale=bf16,out=add,M=300,N=2560,K=4096; do
+  echo "$s: $($K --shape "$s" --iters 0 2>&1 | keep | grep -E "^  y:|rror" | head -2)"
 done
-$K --shape M=2048,N=19456,K=2560 --iters 20 --no-check 2>&1 | keep | grep -E "time|compute"
-deno task kernel wgsl/matmul_tiled_x8.wgsl --no-probe --shape M=2048,N=19456,K=2560 --iters 20 --no-check 2>&1 |
-  grep -E "time|compute"
-B="deno task bench --webgpu dawn --synthetic qwen3-4b --prompts 512,4096 --depths 0 --decode-tokens 32 --runs 3"
-for on in false true; do
-  echo "matrixUnits $on"
-  $B --skip kernels,probes --profile "{\"matmul\":{\"tiled\":{\"matrixUnits\":$on}}}" 2>&1 | keep |
-    grep -E "^\| (prefill|TTFT|decode)"
+P="def main():\n    print('hello from flint')\n\nfor i in range(10):\n    main()\n"
+for w in deno dawn; do
+  deno task generate --webgpu $w --prompt "$(printf "$P")" --max-tokens 48 --json 2>/dev/null |
+    grep -o '"webgpu[^,]*\|"token_ids":\[[^]]*\]' | tr '\n' ' '
+  echo
+  deno task eval --webgpu $w --file README.md --json 2>/dev/null | grep -o '"mean_nll":[^,]*'
 done
+G="deno run -A bench/experiments/gemm_ab.ts --synthetic qwen3-4b --rows 512,2048 --rounds 3"
+$G --webgpu dawn --configs '[{"splitK":1},{}]' 2>&1 | keep | grep -E "median|timing|timestamps"
+show() { deno eval "const m = JSON.parse(Deno.readTextFileSync('/tmp/b.json')).models[0]; const e = m.e2e;
+    const runs = (f) => f.runs.map(Math.round).join('/');
+    console.log([...e.prefill.map((p) => 'prefill ' + p.tokens + ': ' + runs(p.tps) + ' tok/s, TTFT ' +
+      runs(p.ttftMs) + ' ms'), ...e.prefillAtDepth.map((p) => 'prefill at ' + p.from + '-' + p.to + ': ' +
+      runs(p.tps)), ...e.decode.map((d) => 'decode at ' + d.depth + ': ' + runs(d.tps))].join('\n'))"; }
+B="deno task bench --synthetic qwen3-4b --prompts 512,4096,16384 --depths 0,16384 --decode-tokens 32"
+B="$B --skip kernels,probes --out /tmp --json /tmp/b.json"
+echo deno; $B --runs 3 > /dev/null 2>&1; show
+echo dawn; $B --runs 5 --webgpu dawn > /dev/null 2>&1; show

@@ -192,7 +192,7 @@ export class Engine {
     });
     const recurrent = new RecurrentState(gpu, config, maxBatch);
     const slots = new Slots(gpu, maxBatch, contextWindow + 1, eosIds);
-    const acts = allocActivations(gpu, d, cap, config.hybrid);
+    const acts = allocActivations(gpu, d, cap, config.hybrid, weights);
     const rt = ropeTables(config.rope);
     const invBuf = loader.uploadF32("inv_freq", rt.invFreq);
     const q = config.quant;

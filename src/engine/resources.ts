@@ -5,7 +5,9 @@
  */
 import type { Gpu } from "../gpu/device.ts";
 import type { HybridDims } from "../models/model.ts";
+import type { Linear } from "../ops/linear.ts";
 import { splitKRows } from "../ops/matmul.ts";
+import { type MatrixScratch, matrixScratchBytes } from "../ops/matmul_matrix.ts";
 import { allocMoeGroups, type MoeGroups } from "../ops/moe.ts";
 import { deltaChunkLen, deltaScratchBytes } from "../ops/recurrent.ts";
 
@@ -47,6 +49,7 @@ export interface Activations {
   xl: GPUBuffer; // (logitRows, hidden) f32
   logits: GPUBuffer; // (logitRows, vocab) f32
   splitk: GPUBuffer; // (splits, rows, hidden) f32: split-K partials of the narrow prefill matmuls (o, down)
+  matrix?: MatrixScratch; // f16 x (rows, max K) and weight rows: prefill matmuls on matrix units
   maxSplit: number;
   cap: Capacity;
   /** Buffers of the non-dense layers a model declares (absent for dense models). */
@@ -97,7 +100,13 @@ function hybridRowBytes(d: Dims, h: HybridDims | undefined, gpu: Pick<Gpu, "info
   );
 }
 
-export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity, hd?: HybridDims): Activations {
+export function allocActivations(
+  gpu: Gpu,
+  d: Dims,
+  cap: Capacity,
+  hd?: HybridDims,
+  weights?: unknown,
+): Activations {
   const ab = gpu.info.f16 ? 2 : 4;
   const mk = (label: string, bytes: number, extra = 0) =>
     gpu.memory.create("activations", {
@@ -106,6 +115,7 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity, hd?: HybridDi
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
     });
   const R = cap.rows;
+  const mx = weights ? matrixScratchBytes(gpu, R, linearsIn(weights)) : null;
   const maxSplit = Math.ceil(cap.context / gpu.profile.decodeAttention.keysPerSplit);
   return {
     rows: mk("rows", R * 16),
@@ -121,10 +131,24 @@ export function allocActivations(gpu: Gpu, d: Dims, cap: Capacity, hd?: HybridDi
     xl: mk("xl", cap.logitRows * d.hidden * 4),
     logits: mk("logits", cap.logitRows * d.vocab * 4),
     splitk: mk("splitk", splitKRows(gpu.profile, cap.rows) * d.hidden * 4),
+    ...(mx ? { matrix: { x: mk("matrix_x", mx.x), w: mk("matrix_w", mx.w) } } : {}),
     maxSplit,
     cap,
     hybrid: hd ? allocHybrid(gpu, d, R, hd, mk) : {},
   };
+}
+
+/** Every dense Linear in a model's weight tree (expert stacks, which carry E, are not). */
+export function linearsIn(tree: unknown, out: Linear[] = [], seen = new Set<object>()): Linear[] {
+  if (typeof tree !== "object" || tree === null || seen.has(tree) || tree instanceof GPUBuffer) return out;
+  seen.add(tree);
+  const o = tree as Record<string, unknown>;
+  if (Array.isArray(o.shards) && typeof o.K === "number" && "format" in o && !("E" in o)) {
+    out.push(o as unknown as Linear);
+    return out;
+  }
+  for (const v of Object.values(o)) linearsIn(v, out, seen);
+  return out;
 }
 
 function allocHybrid(

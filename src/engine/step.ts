@@ -16,7 +16,7 @@ import type { OpContext } from "../ops/context.ts";
 import { siluMul } from "../ops/elementwise.ts";
 import { embed } from "../ops/embed.ts";
 import type { Linear } from "../ops/linear.ts";
-import { canSwiGLU, matmul } from "../ops/matmul.ts";
+import { canSwiGLU, matmul, type MatmulArgs } from "../ops/matmul.ts";
 import { rmsNorm } from "../ops/norm.ts";
 import { rope } from "../ops/rope.ts";
 import { grammarAdvance, type GrammarBuffers, grammarMask } from "../ops/grammar.ts";
@@ -207,15 +207,16 @@ export class StepGraph {
         row0: this.D,
         out: "act",
         mode: "tiled",
-        splitK: this.#splitK(),
+        ...this.#tiled(),
       });
       await siluMul(this.ctx, { gu: acts.gu, h: acts.h, R: P, row0: this.D, I });
     }
   }
 
-  /** Split-K scratch of the prefill matmuls, sized for the step capacity (never the step's M). */
-  #splitK(): { buffer: GPUBuffer; rows: number } {
-    return { buffer: this.res.acts.splitk, rows: this.res.acts.cap.rows };
+  /** Scratch of the prefill matmuls: split-K's, sized for the step capacity (never the step's M), f16's. */
+  #tiled(): Pick<MatmulArgs, "splitK" | "matrixScratch"> {
+    const a = this.res.acts;
+    return { splitK: { buffer: a.splitk, rows: a.cap.rows }, matrixScratch: a.matrix };
   }
 
   async #linear(
@@ -258,7 +259,7 @@ export class StepGraph {
           mode: "tiled",
           ldy: g.N,
           nOff: p.nOff,
-          splitK: this.#splitK(),
+          ...this.#tiled(),
         });
       }
     }

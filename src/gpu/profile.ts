@@ -43,13 +43,16 @@ export interface MatmulProfile {
     int8: boolean;
     /** Int8 x: narrow matrices still take 128-column tiles while that grid has this many workgroups. */
     wideTileMinWorkgroups: number;
-    /** Int8 x, N < wideN: K summed in this many parts, added in order by `matmul_splitk.wgsl` (1: off). */
+    /**
+     * Int8 x or matrix units, N < wideN: K summed in this many parts, added in order by `matmul_splitk.wgsl`
+     * (1: off).
+     */
     splitK: number;
     /** Split K only in engines whose steps hold at most this many rows (the scratch grows with them). */
     splitKMaxRows: number;
     /**
-     * 4-bit weights on matrix units where the device offers f16 16×16×16 ones (`matmul_sgmat.wgsl`). Off
-     * until the kernel has run on a GPU (bench/NOTES.md #115); the lab's `mx=1` turns it on.
+     * 4- and 8-bit weights on matrix units where the device offers f16 16×16×16 ones (Dawn;
+     * src/ops/matmul_matrix.ts): x and the weight converted to f16, then an f16 GEMM (bench/NOTES.md #116).
      */
     matrixUnits: boolean;
   };
@@ -148,7 +151,7 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
       wideTileMinWorkgroups: 256,
       splitK: 2,
       splitKMaxRows: 4096,
-      matrixUnits: false,
+      matrixUnits: true,
     },
   },
   moe: {

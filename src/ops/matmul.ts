@@ -2,8 +2,9 @@
  * Host wrapper of the matmul family: the vector kernels for decode-like rows (weights streamed once for all
  * rows: `matmul_vec.wgsl`, 4-bit weights `matmul_vec_q4.wgsl` or, on int8 x, `matmul_vec_q4x8.wgsl`) and the
  * tiled ones for prefill chunks (`matmul_tiled.wgsl`; 4-bit weights on int8 x `matmul_tiled_x8.wgsl`, split-K
- * parts summed by `matmul_splitk.wgsl`). The caller picks the mode by row kind, not by count, so a row's
- * result never depends on what else is in the batch. Shape choices come from the device's kernel profile.
+ * parts summed by `matmul_splitk.wgsl`; on matrix units src/ops/matmul_matrix.ts). The caller picks the mode
+ * by row kind, not by count, so a row's result never depends on what else is in the batch. Shape choices come
+ * from the device's kernel profile.
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
@@ -12,6 +13,9 @@ import type { Defines } from "../gpu/preprocess.ts";
 import type { KernelProfile, MatmulProfile } from "../gpu/profile.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { formatVariant, type Linear } from "./linear.ts";
+import { rowsF16, tiledMatrix, usesMatrixUnits } from "./matmul_matrix.ts";
+
+export { usesMatrixUnits };
 
 export interface MatmulArgs {
   /** Activations (rows, K), act dtype. */
@@ -45,6 +49,11 @@ export interface MatmulArgs {
   f32x?: boolean;
   /** Vector mode: int8 x for a 4-bit weight of any size (the MoE router: the profile's `moe.routerInt8X`). */
   int8AnySize?: boolean;
+  /**
+   * Tiled mode on matrix units (`usesMatrixUnits`): f16 scratch for x's rows (rows, K) and the weight
+   * (N, K) of the largest shard (`matrixScratchBytes`).
+   */
+  matrixScratch?: { x: GPUBuffer; w: GPUBuffer };
 }
 
 /**
@@ -73,26 +82,6 @@ export function usesInt8X(
   const v = p.vectorInt8;
   if (!v.enabled || (w.K > v.maxK && w.N < v.wideN)) return false;
   return x8Bytes(1, w.K, Math.max(v.workgroupSize, v.wideWorkgroupSize)) <= info.maxWorkgroupStorage;
-}
-
-/**
- * Whether prefill matmuls of this weight run on matrix units (`matmul_sgmat.wgsl`): the profile's
- * `tiled.matrixUnits`, an adapter offering f16 × f16 → f32 16×16×16 subgroup matrices (Dawn), subgroups of
- * 32, f16, and 4-bit weights without bias. Like int8 x it depends on the weight and the device only.
- */
-export function usesMatrixUnits(
-  gpu: Pick<Gpu, "info" | "profile">,
-  w: Pick<Linear, "format" | "K" | "bias">,
-): boolean {
-  const { info } = gpu;
-  const f = w.format;
-  const config = info.subgroupMatrix.some((c) =>
-    c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
-  );
-  return gpu.profile.matmul.tiled.matrixUnits && config && info.f16 && info.subgroups &&
-    info.subgroupMinSize === 32 &&
-    info.subgroupMaxSize === 32 && info.maxWorkgroupStorage >= 24576 && f.kind === "q" && f.bits === 4 &&
-    f.groupSize % 32 === 0 && w.K % 32 === 0 && !w.bias;
 }
 
 /** Workgroup memory of the int8-x path: MB rows of int8 x, their (sx, Σx̂) pairs, the reduction slots. */
@@ -127,6 +116,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   if (swiglu) Object.assign(defines, { SWIGLU: 1, OUT_F32: 1 });
   if (w.bias) defines.BIAS = 1;
   if (a.norm) defines.NORM = 1;
+  const matrix = a.mode === "tiled" && !a.f32x && usesMatrixUnits(ctx.gpu, w);
+  if (matrix) await rowsF16(ctx, a, a.matrixScratch);
   for (const s of w.shards) {
     const buffers: Record<string, BufferResource> = { x: a.x, w: s.w, y: a.y };
     if (s.scales) buffers.scales = s.scales;
@@ -144,8 +135,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
       if (usesInt8X(ctx.gpu, w, "vec", a.int8AnySize ? 0 : undefined)) {
         await vectorInt8(ctx, { ...shard, params: vparams });
       } else await vector(ctx, { ...shard, params: vparams }, w);
-    } else if (!a.f32x && usesMatrixUnits(ctx.gpu, w)) {
-      await tiledMatrix(ctx, shard);
+    } else if (matrix) {
+      await tiledMatrix(ctx, shard, a.matrixScratch!, a.splitK);
     } else if (!a.f32x && usesInt8X(ctx.gpu, w, "tiled")) {
       await tiledInt8(ctx, shard, a.splitK);
     } else {
@@ -154,8 +145,8 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
   }
 }
 
-/** One weight shard's bindings, defines, overrides and params, as the four kernels below take them. */
-interface Shard {
+/** One weight shard's bindings, defines, overrides and params, as the kernels below take them. */
+export interface Shard {
   buffers: Record<string, BufferResource>;
   defines: Defines;
   overrides: Record<string, number>;
@@ -246,16 +237,6 @@ async function tiledInt8(ctx: OpContext, s: Shard, scratch?: MatmulArgs["splitK"
     buffers: s.buffers,
     params: s.params,
     grid: [Math.ceil(N / bn), Math.ceil(M / 64), 1],
-  });
-}
-
-/** Prefill rows on matrix units: 128×128 tiles, x and W staged as f16, f32 accumulation. */
-async function tiledMatrix(ctx: OpContext, s: Shard): Promise<void> {
-  const { M, N } = s.params;
-  await record(ctx, { file: "matmul_sgmat.wgsl", defines: s.defines, overrides: { GS: s.overrides.GS } }, {
-    buffers: s.buffers,
-    params: s.params,
-    grid: [Math.ceil(N / 128), Math.ceil(M / 128), 1],
   });
 }
 

@@ -106,22 +106,30 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     device.destroy();
   });
 
-  test("the matrix-unit matmul (matmul_sgmat.wgsl; no GPU here runs it), each epilogue: no errors", async () => {
+  test("matrix-unit matmul (matmul_sgmat, its f16 conversions; no GPU here runs it): no errors", async () => {
     const dawn = await dawnGpu(["backend=null"]);
     const adapter = (await dawn.requestAdapter())!;
     const want = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as GPUFeatureName[];
     expect(want.every((f) => adapter.features.has(f))).toBe(true);
     const device = await adapter.requestDevice({ requiredFeatures: want });
     const read = (n: string) => Deno.readTextFileSync(`${ROOT}wgsl/${n}`);
-    const base = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1, Q4: 1 };
-    for (const more of [{}, { SCALE_F16: 1, OUT_F32: 1 }, { ADD: 1 }] as Record<string, number>[]) {
-      const code = preprocess(read("matmul_sgmat.wgsl"), { ...base, ...more }, read, "matmul_sgmat.wgsl");
+    const base = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1 };
+    const cases: [string, Record<string, number>, string[]][] = [
+      ["matmul_sgmat.wgsl", {}, ["a@1", "b@2", "y@6"]],
+      ["matmul_sgmat.wgsl", { OUT_F32: 1, BIAS: 1 }, ["a@1", "b@2", "bias@5", "y@6"]],
+      ["matmul_sgmat.wgsl", { ADD: 1 }, ["a@1", "b@2", "y@6"]],
+      ["matmul_sgmat.wgsl", { OUT_F32: 1, SPLITK: 1 }, ["a@1", "b@2", "y@6"]],
+      ["dequant_f16.wgsl", {}, ["w@1", "scales@2", "biases@3", "out@4"]],
+      ["dequant_f16.wgsl", { SCALE_F16: 1 }, ["w@1", "scales@2", "biases@3", "out@4"]],
+      ["rows_f16.wgsl", {}, ["x@1", "out@2"]],
+    ];
+    for (const [file, more, bindings] of cases) {
+      const code = preprocess(read(file), { ...base, ...more }, read, file);
       const info = await device.createShaderModule({ code }).getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === "error").map((m) => `${m.lineNum}: ${m.message}`);
-      expect(errors, JSON.stringify(more)).toEqual([]);
+      expect(errors, `${file} ${JSON.stringify(more)}`).toEqual([]);
       // wgsl_reflect cannot parse subgroup-matrix types: the bindings come from the source without them.
-      const names = reflect(code).storage.map((b) => `${b.name}@${b.binding}`);
-      expect(names).toEqual(["x@1", "w@2", "scales@3", "biases@4", "y@6"]);
+      expect(reflect(code).storage.map((b) => `${b.name}@${b.binding}`)).toEqual(bindings);
     }
     device.destroy();
   });

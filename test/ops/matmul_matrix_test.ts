@@ -3,7 +3,9 @@
  * src/ops/matmul.ts against the float64 reference with x and the dequantized weights rounded to f16
  * (src/lab/ref/matmul.ts `f16Operands`); tolerance in src/lab/cases/matmul.ts (|d| ≤ 1e-5·√K + 1e-4 +
  * 2e-3·|ref| on f32 outputs). Shapes: M and N off the 128-tile (edges dropped), several K chunks, both scale
- * dtypes, group sizes 32/64/128, every epilogue, row0 and column offsets, row shards; batch invariance.
+ * dtypes, group sizes 32/64/128, 4- and 8-bit, every epilogue, bias, row0 and column offsets, row shards,
+ * weights dequantized in blocks of rows, K whole or split (partials summed by matmul_splitk.wgsl); batch
+ * invariance.
  * It runs where Dawn loads and offers f16 16×16×16 matrices with subgroups of 32 (the H200 with dawn.node:
  * `FLINT_DAWN_NODE=... deno task test test/ops/matmul_matrix_test.ts`); elsewhere it is skipped, and
  * test/engine/dawn_test.ts checks in CI that Tint compiles the kernel.
@@ -21,7 +23,7 @@ beforeAll(async () => {
     const g = await Gpu.create({ webgpu: "dawn" });
     const q4 = { kind: "q", bits: 4, groupSize: 64, scaleF16: false } as const;
     const on = g.withProfile({ matmul: { tiled: { matrixUnits: true } } });
-    if (usesMatrixUnits(on, { format: q4, K: 64, bias: undefined })) gpu = g;
+    if (usesMatrixUnits(on, { format: q4, K: 64 })) gpu = g;
     else g.destroy();
   } catch {
     gpu = null; // no dawn.node, or no adapter Dawn accepts (lavapipe)
@@ -36,13 +38,17 @@ const on = (fn: (g: Gpu) => Promise<void>) => async (ctx: { skip: (note?: string
 
 describe("matmul_sgmat (matrix units)", () => {
   test(
-    "4-bit, scales f16 and bf16, groups 32/64/128, act / f32 / add; M, N off the tile; row0, noff, shards",
+    "4/8-bit, scales f16 and bf16, groups 32/64/128, act / f32 / add, bias; M, N off the tile; row0, noff, " +
+      "shards; weights dequantized in blocks of rows; K split in 1, 2 or 3 partials",
     on(async (g) => {
       const shapes: Record<string, string | number>[] = [
         { w: "q4g64", scale: "bf16", out: "act", M: 37, N: 133, K: 320 },
-        { w: "q4g32", scale: "f16", out: "f32", M: 130, N: 257, K: 96 },
+        { w: "q4g32", scale: "f16", out: "f32", M: 130, N: 257, K: 96, splitk: 3 },
         { w: "q4g128", scale: "bf16", out: "add", M: 200, N: 129, K: 512, row0: 3, noff: 5, pad: 2 },
-        { w: "q4g64", scale: "f16", out: "act", M: 129, N: 300, K: 2560, shards: 3 },
+        { w: "q4g64", scale: "f16", out: "act", M: 129, N: 300, K: 2560, shards: 3, splitk: 1 },
+        { w: "q8g64", scale: "bf16", out: "f32", M: 70, N: 200, K: 192, bias: 1 },
+        { w: "q8g32", scale: "f16", out: "add", M: 131, N: 333, K: 160, mxblock: 128, noff: 3, pad: 1 },
+        { w: "q4g32", scale: "bf16", out: "act", M: 64, N: 390, K: 96, mxblock: 256, bias: 1, shards: 2 },
       ];
       for (const [n, s] of shapes.entries()) {
         const r = await expectCase(g, matmulSgmatCase, s, 70 + n);

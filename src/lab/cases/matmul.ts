@@ -7,6 +7,7 @@ import type { Gpu } from "../../gpu/device.ts";
 import { ShapeError } from "../../errors.ts";
 import type { WeightFormat } from "../../ops/linear.ts";
 import { matmul, splitKRows, usesInt8X, usesMatrixUnits } from "../../ops/matmul.ts";
+import { matrixScratchBytes } from "../../ops/matmul_matrix.ts";
 import { type CaseInputs, compareAll, int, type KernelCase, oneOf, type Shape } from "../case.ts";
 import type { Tolerance } from "../compare.ts";
 import { type Bound, BufferSet, readAct, readF32, seal } from "../harness.ts";
@@ -153,7 +154,7 @@ export async function bindMatmul(
   i.mx = i.mode === "tiled" && usesMatrixUnits(g, w);
   if (mx && !i.mx) {
     throw new ShapeError(
-      "matmul: mx=1 (matrix units) takes 4-bit weights without bias, tiled, on a device with f16 16×16×16 " +
+      "matmul: mx=1 (matrix units) takes 4- or 8-bit weights, tiled, on a device with f16 16×16×16 " +
         "subgroup matrices (Dawn: --webgpu dawn)",
     );
   }
@@ -163,6 +164,16 @@ export async function bindMatmul(
   const rows = i.row0 + i.M;
   const kRows = i.mode === "tiled" ? splitKRows(g.profile, rows) : 0;
   const splitK = kRows ? { buffer: set.scratch("splitk", kRows * i.N * 4), rows } : undefined;
+  // The matrix units' f16 scratch by the engine's rule, NaN-filled like split-K's.
+  const mxBytes = i.mx ? matrixScratchBytes(g, rows, [w])! : null;
+  const block = Number(i.shape.mxblock ?? 0);
+  if (block % 128) throw new ShapeError("matmul: mxblock must be a multiple of 128");
+  const matrixScratch = mxBytes
+    ? {
+      x: set.scratch("matrix_x", mxBytes.x),
+      w: set.scratch("matrix_w", block ? block * i.K * 2 : mxBytes.w),
+    }
+    : undefined;
   for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
     await matmul(ctx, {
       x,
@@ -176,6 +187,7 @@ export async function bindMatmul(
       nOff: i.nOff,
       norm,
       splitK,
+      matrixScratch,
     });
   }
   const n = i.y0.length;
@@ -215,6 +227,7 @@ const SWITCHES = {
   x8: 1,
   splitk: 0,
   mx: 0,
+  mxblock: 0,
 };
 
 const KEYS = {
@@ -232,9 +245,10 @@ const KEYS = {
   noff: "first column of y written",
   pad: "extra columns of y after the written block (ldy = noff + N + pad)",
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
-  mx: "1: tiled 4-bit matmuls on matrix units where the device offers them (Dawn; x and W as f16)",
-  splitk:
-    "K-splits of narrow (N < 4096) int8-x tiled matmuls, summed by matmul_splitk.wgsl (0: the profile's)",
+  mx: "1: tiled 4/8-bit matmuls on matrix units where the device offers them (Dawn; x and W as f16)",
+  mxblock: "matrix units: weight rows per dequantized block, a multiple of 128 (0: the engine's rule)",
+  splitk: "K-splits of narrow (N < 4096) int8-x or matrix-unit tiled matmuls, summed by matmul_splitk.wgsl " +
+    "(0: the profile's)",
 };
 
 /**
@@ -259,14 +273,15 @@ function matmulCase(
         splitk: "matmul_splitk.wgsl",
         mx: "matmul_sgmat.wgsl",
       }[variant],
+      ...(variant === "mx" ? ["dequant_f16.wgsl", "rows_f16.wgsl"] : []),
     ],
     summary: mode === "vec"
       ? "y (=|+=) x·Wᵀ for few rows: weights streamed once for all rows (decode)"
       : variant === "x8"
       ? "y (=|+=) x·Wᵀ for many rows, 4-bit W on int8 x by integer dot products, 64×128 tiles (prefill)"
       : variant === "mx"
-      ? "y (=|+=) x·Wᵀ for many rows on matrix units (Dawn's subgroup matrices; x and 4-bit W as f16), " +
-        "128×128 tiles (prefill)"
+      ? "y (=|+=) x·Wᵀ for many rows on matrix units (Dawn's subgroup matrices): x and the 4/8-bit W " +
+        "converted to f16, then 128×128 tiles (prefill)"
       : variant === "splitk"
       ? "the int8-x tiled matmul split along K (partials), " +
         "then the partials summed in order with the epilogue"

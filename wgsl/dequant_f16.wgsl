@@ -1,0 +1,55 @@
+// A quantized weight as f16, for the matrix-unit matmul (matmul_sgmat.wgsl):
+//   out[n, k] = f16(scale[n, k / GS]·q[n, k] + bias[n, k / GS])      n < N, k < K
+// W is MLX affine: BITS (4 or 8) per value packed little-endian into u32 rows of K·BITS/32 words; scales and
+// biases 16-bit (SCALE_F16, else bf16), two per u32. One lane turns 8 values (one group's) into one vec4
+// of packed halves. Grid: grid1d(ceil(N·K / 8 / WG)) (index x + y·nx); WG lanes.
+#include "lib/common.wgsl"
+
+override WG: u32 = 256;
+override BITS: u32 = 4;
+override GS: u32 = 64;
+
+struct Params {
+  N: u32,  // rows of W (output columns of the matmul)
+  K: u32,  // values per row, a multiple of 32
+}
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> scales: array<u32>;
+@group(0) @binding(3) var<storage, read> biases: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out: array<vec4<u32>>;   // (N, K / 8): 8 halves each
+
+fn half_at(word: u32, idx: u32) -> f32 {
+#ifdef SCALE_F16
+  return unpack2x16float(word)[idx & 1u];
+#else
+  return select(bf16_lo(word), bf16_hi(word), (idx & 1u) == 1u);
+#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let i = wg_linear(wid, nwg) * WG + t;   // 8-value unit: row i / (K / 8), values 8·(i % (K / 8)) + 0..7
+  let per_row = params.K / 8u;
+  if (i >= params.N * per_row) { return; }
+  let n = i / per_row;
+  let k = (i % per_row) * 8u;
+  let g = n * (params.K / GS) + k / GS;
+  let s = half_at(scales[g >> 1u], g);
+  let b = half_at(biases[g >> 1u], g);
+  var lo: vec4<f32>;
+  var hi: vec4<f32>;
+  if (BITS == 4u) {
+    let v = vec4<u32>(w[i]);
+    lo = vec4<f32>((v >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
+    hi = vec4<f32>((v >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
+  } else {
+    let shifts = vec4<u32>(0u, 8u, 16u, 24u);
+    lo = vec4<f32>((vec4<u32>(w[2u * i]) >> shifts) & vec4<u32>(255u));
+    hi = vec4<f32>((vec4<u32>(w[2u * i + 1u]) >> shifts) & vec4<u32>(255u));
+  }
+  let a = fma(vec4<f32>(s), lo, vec4<f32>(b));
+  let c = fma(vec4<f32>(s), hi, vec4<f32>(b));
+  out[i] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(c.xy), pack2x16float(c.zw));
+}
