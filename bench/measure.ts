@@ -44,6 +44,8 @@ export interface LoadOptions {
   prefillChunk?: number;
   f32?: boolean;
   webgpu?: WebGpuChoice;
+  /** Dawn instance flags (e.g. `backend=null`: experiments without a GPU). */
+  dawnFlags?: string[];
   seed?: number;
   /** KV cache element type (default the engine's, act). */
   kvCache?: KvCacheType;
@@ -65,7 +67,7 @@ export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded
     maxBatch: o.maxBatch ?? 1,
     contextWindow: o.contextWindow,
     prefillChunk: o.prefillChunk,
-    gpuOptions: { f16: !o.f32, profile: o.profile, webgpu: o.webgpu },
+    gpuOptions: { f16: !o.f32, profile: o.profile, webgpu: o.webgpu, dawnFlags: o.dawnFlags },
     kvCache: o.kvCache,
     warmup: false,
   };

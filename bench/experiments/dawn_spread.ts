@@ -6,10 +6,12 @@
  * buffer prototypes, timed) and the longest `setImmediate` callback (dawn.node polls its events from one).
  * Run it in several processes per implementation to see whether the spread lives within a process or
  * between them.
- *   deno run -A bench/experiments/dawn_spread.ts --webgpu dawn [--synthetic qwen3-4b] [--runs 4]
+ *   deno run -A bench/experiments/dawn_spread.ts --webgpu dawn [--synthetic qwen3-4b | --model DIR]
+ *     [--runs 4] [--null] (Dawn's null backend: no GPU work, the stalls alone)
  * @module
  */
 import { parseFlags, webgpuFlag } from "../../src/cli/args.ts";
+import { DEFAULT_MODEL_DIR } from "../../src/platform/deno.ts";
 import { loadModel, measureE2E } from "../measure.ts";
 
 const f = parseFlags(Deno.args, {
@@ -18,12 +20,18 @@ const f = parseFlags(Deno.args, {
   runs: "number",
   prompt: "number",
   tokens: "number",
+  model: "string",
+  null: "boolean",
 });
 const webgpu = webgpuFlag(f.webgpu);
 const t0 = performance.now();
-const { engine, loadMs, compileMs } = await loadModel({ synthetic: f.synthetic ?? "qwen3-4b" }, {
+const spec = f.model ? { dir: f.model === "default" ? DEFAULT_MODEL_DIR : f.model } : {
+  synthetic: f.synthetic ?? "qwen3-4b",
+};
+const { engine, loadMs, compileMs } = await loadModel(spec, {
   contextWindow: 4096,
   webgpu,
+  ...(f.null ? { dawnFlags: ["backend=null"] } : {}),
 });
 const dev = engine.gpu.device;
 const clock = { submit: 0, submits: 0, wait: 0, waits: 0 };

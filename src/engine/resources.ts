@@ -115,7 +115,9 @@ export function allocActivations(
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
     });
   const R = cap.rows;
-  const mx = weights ? matrixScratchBytes(gpu, R, linearsIn(weights)) : null;
+  // The embedding table and the LM head (N = vocab) never run on matrix units: gathered, and on f32 x.
+  const prefill = weights ? linearsIn(weights).filter((l) => l.N !== d.vocab) : [];
+  const mx = matrixScratchBytes(gpu, R, prefill);
   const maxSplit = Math.ceil(cap.context / gpu.profile.decodeAttention.keysPerSplit);
   return {
     rows: mk("rows", R * 16),

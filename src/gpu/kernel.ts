@@ -34,6 +34,15 @@ export class Kernel {
     readonly params: ParamLayout | null,
     readonly source: string,
   ) {}
+
+  #layout: GPUBindGroupLayout | null = null;
+  /**
+   * The pipeline's bind group layout, asked for once: on Dawn every `getBindGroupLayout` call makes a new
+   * addon object, and each one collected costs Deno's N-API time proportional to the live ones (#117).
+   */
+  get layout(): GPUBindGroupLayout {
+    return this.#layout ??= this.pipeline.getBindGroupLayout(0);
+  }
 }
 
 export type BufferResource = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
@@ -210,7 +219,7 @@ export function makeDispatch(
   }
   const bindGroup = gpu.device.createBindGroup({
     label: kernel.label,
-    layout: kernel.pipeline.getBindGroupLayout(0),
+    layout: kernel.layout,
     entries,
   });
   return { kernel, bindGroup, grid: opts.grid };
