@@ -19,14 +19,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read> biases: array<u32>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<u32>>;   // (N, K / 8): 8 halves each
 
-fn half_at(word: u32, idx: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(word)[idx & 1u];
-#else
-  return select(bf16_lo(word), bf16_hi(word), (idx & 1u) == 1u);
-#endif
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {

@@ -32,14 +32,6 @@ struct Params {
 #endif
 @group(0) @binding(5) var<storage, read_write> x: array<f32>;
 
-fn half_at(buf_word: u32, idx: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(buf_word)[idx & 1u];
-#else
-  return select(bf16_lo(buf_word), bf16_hi(buf_word), (idx & 1u) == 1u);
-#endif
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let r = wid.x;

@@ -24,6 +24,16 @@ struct Row { token: u32, pos: u32, slot: u32, kind: u32 }
 fn bf16_lo(u: u32) -> f32 { return bitcast<f32>(u << 16u); }
 fn bf16_hi(u: u32) -> f32 { return bitcast<f32>(u & 0xffff0000u); }
 
+// The 16-bit scale or bias of group `g` (two per word, element 0 low) of an MLX-quantized weight, from the
+// word holding it: f16 with SCALE_F16, else bf16.
+fn half_at(word: u32, g: u32) -> f32 {
+#ifdef SCALE_F16
+  return unpack2x16float(word)[g & 1u];
+#else
+  return select(bf16_lo(word), bf16_hi(word), (g & 1u) == 1u);
+#endif
+}
+
 // Linear workgroup index for grids folded into 2-D because of the 65535 limit.
 fn wg_linear(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + wid.y * nwg.x; }
 

@@ -31,11 +31,3 @@ fn norm_factor(ss: f32) -> f32 {
   return 1.0;
 #endif
 }
-
-fn half_at(word: u32, idx: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(word)[idx & 1u];
-#else
-  return select(bf16_lo(word), bf16_hi(word), (idx & 1u) == 1u);
-#endif
-}

@@ -17,15 +17,6 @@ const BM: u32 = {{TILE_ROWS}}u;   // pair rows per tile of moe_tiled.wgsl: 64, o
 
 override GS: u32 = 64;
 
-// The 16-bit scale or bias of global group `gi`, from the word holding it.
-fn half_at(word: u32, gi: u32) -> f32 {
-#ifdef SCALE_F16
-  return unpack2x16float(word)[gi & 1u];
-#else
-  return select(bf16_lo(word), bf16_hi(word), (gi & 1u) == 1u);
-#endif
-}
-
 // OR-ing an integer below 2^23 into the mantissa of 2^23 and subtracting 2^23 gives it as f32 exactly,
 // without an int→float conversion (slow on GPUs).
 fn magic(v: vec4<u32>) -> vec4<f32> {
