@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The matrix-unit prefill matmul (src/ops/matmul_matrix.ts: rows_f16, dequant_f16, matmul_sgmat) on a GPU
-# where Dawn offers f16 subgroup matrices (bench/NOTES.md #115–#118): the lab's checks against the float64
-# reference on the test's odd shapes; the bundled model's greedy ids and NLL on Dawn (matrix units) beside
-# Deno's WebGPU; the 4B's prefill linears in GPU time (timestamps: Dawn's event-loop stalls, #117, do not
-# reach them) with and without split-K; then the 4B end to end on Deno and on Dawn (five runs: take the
-# best). On the lent H200: source .device/setup.sh, unpack dawn.node, FLINT_DAWN_NODE=..., then this.
+# The matrix units on a GPU where Dawn offers f16 subgroup matrices (bench/NOTES.md #115–#120): the prefill
+# matmul's (src/ops/matmul_matrix.ts: rows_f16, dequant_f16, matmul_sgmat) lab checks against the float64
+# reference on the test's odd shapes; the bundled model's greedy ids and NLL on Dawn beside Deno's WebGPU;
+# prefill attention on matrix units (#120, an experiment); the 4B's prefill linears in GPU time (timestamps:
+# Dawn's event-loop stalls, #117, do not reach them) with and without split-K; then the 4B end to end on
+# Deno and on Dawn (five runs: take the best). On the lent H200: source .device/setup.sh, unpack dawn.node,
+# FLINT_DAWN_NODE=..., then this.
 set -u
 K="deno task kernel wgsl/matmul_sgmat.wgsl --no-probe --webgpu dawn"
 # Tint warns on every subgroupMatrixLoad/Store spelling (deprecated builtin): keep the lab's own lines.
@@ -26,6 +27,7 @@ for w in deno dawn; do
   echo
   deno task eval --webgpu $w --file README.md --json 2>/dev/null | grep -o '"mean_nll":[^,]*'
 done
+deno run -A bench/experiments/sgmat_attention.ts --depths 0,12288 2>&1 | keep | grep -E "^S |rror"
 G="deno run -A bench/experiments/gemm_ab.ts --synthetic qwen3-4b --rows 512,2048 --rounds 3"
 $G --webgpu dawn --configs '[{"splitK":1},{}]' 2>&1 | keep | grep -E "median|timing|timestamps"
 show() { deno eval "const m = JSON.parse(Deno.readTextFileSync('/tmp/b.json')).models[0]; const e = m.e2e;
