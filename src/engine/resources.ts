@@ -142,7 +142,7 @@ export function allocActivations(
 
 /** Every dense Linear in a model's weight tree (expert stacks, which carry E, are not). */
 export function linearsIn(tree: unknown, out: Linear[] = [], seen = new Set<object>()): Linear[] {
-  if (typeof tree !== "object" || tree === null || seen.has(tree) || tree instanceof GPUBuffer) return out;
+  if (typeof tree !== "object" || tree === null || seen.has(tree) || ArrayBuffer.isView(tree)) return out;
   seen.add(tree);
   const o = tree as Record<string, unknown>;
   if (Array.isArray(o.shards) && typeof o.K === "number" && "format" in o && !("E" in o)) {
