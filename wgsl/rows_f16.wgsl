@@ -1,5 +1,7 @@
 // Matmul input rows as f16, for the matrix-unit matmul (matmul_sgmat.wgsl):
-//   out[m, k] = f16(x[row0 + m, k])      m < M, k < K (a multiple of 8)
+//   out[m, k] = f16(clamp(x[row0 + m, k], −65504, 65504))      m < M, k < K (a multiple of 8)
+// Values past f16's range saturate instead of becoming ±inf (and NaN in the products): rare activation
+// outliers then cost accuracy in their row, not the whole output.
 // One lane converts 8 values into one vec4 of packed halves. Grid: grid1d(ceil(M·K / 8 / WG)); WG lanes.
 #include "lib/common.wgsl"
 
@@ -20,7 +22,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let i = wg_linear(wid, nwg) * WG + t;
   if (i >= params.M * (params.K / 8u)) { return; }
   let src = 2u * i + params.row0 * (params.K / 4u);
-  let a = x[src];
-  let b = x[src + 1u];
+  let a = clamp(x[src], vec4<f32>(-65504.0), vec4<f32>(65504.0));
+  let b = clamp(x[src + 1u], vec4<f32>(-65504.0), vec4<f32>(65504.0));
   out[i] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
 }

@@ -13,7 +13,7 @@ import type { Defines } from "../gpu/preprocess.ts";
 import type { KernelProfile, MatmulProfile } from "../gpu/profile.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { formatVariant, type Linear } from "./linear.ts";
-import { rowsF16, tiledMatrix, usesMatrixUnits } from "./matmul_matrix.ts";
+import { type MatrixScratch, rowsF16, tiledMatrix, usesMatrixUnits } from "./matmul_matrix.ts";
 
 export { usesMatrixUnits };
 
@@ -53,7 +53,7 @@ export interface MatmulArgs {
    * Tiled mode on matrix units (`usesMatrixUnits`): f16 scratch for x's rows (rows, K) and the weight
    * (N, K) of the largest shard (`matrixScratchBytes`).
    */
-  matrixScratch?: { x: GPUBuffer; w: GPUBuffer };
+  matrixScratch?: MatrixScratch;
 }
 
 /**
