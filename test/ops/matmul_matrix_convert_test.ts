@@ -65,7 +65,7 @@ describe("matrix units: f16 conversions", () => {
       params: { M, K, row0 },
       grid: grid1d(Math.ceil((M * K) / 8 / 256)),
     });
-    const b = seal(set, ctx, { maxKvLen: 1 }, async () => ({}));
+    const b = seal(set, ctx, { maxKvLen: 1 }, () => Promise.resolve({}));
     runOnce(b);
     const got = await halves(out, M * K);
     const want = Array.from(x.subarray(row0 * K), (v) => Math.min(65504, Math.max(-65504, v)));
@@ -107,7 +107,7 @@ describe("matrix units: f16 conversions", () => {
         params: { N, K },
         grid: grid1d(Math.ceil((N * K) / 8 / 256)),
       });
-      const b = seal(set, ctx, { maxKvLen: 1 }, async () => ({}));
+      const b = seal(set, ctx, { maxKvLen: 1 }, () => Promise.resolve({}));
       runOnce(b);
       const got = await halves(out, N * K);
       const want = new Float64Array(N * K);
