@@ -39,6 +39,21 @@ const sFrag = (fi: number) =>
       fi * 16
     }u * SA + ${j * 16}u, true, SA), s${fi});`
   ).join("\n");
+// A tile-staging function: key rows k0 .. k0+63 of one kv head, from the units at `base` of kv, into `dst`.
+const stageFn = (name: string, dst: string, base: string) =>
+  `fn ${name}(k0: u32, kvh: u32, t: u32, T: u32) {
+  for (var i = 0u; i < 8u; i++) {
+    let u = t + i * 128u;
+    let row = u / 16u;
+    let c = u % 16u;
+    let v = kv[${base} + (min(k0 + row, T - 1u) * NKV + kvh) * 16u + c];
+    let o = row * SA + c * 8u;
+    let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
+    let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
+    ${dst}[o] = h0.x; ${dst}[o + 1u] = h0.y; ${dst}[o + 2u] = h1.x; ${dst}[o + 3u] = h1.y;
+    ${dst}[o + 4u] = h2.x; ${dst}[o + 5u] = h2.y; ${dst}[o + 6u] = h3.x; ${dst}[o + 7u] = h3.y;
+  }
+}`;
 const code = `enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
@@ -60,33 +75,8 @@ alias Right = subgroup_matrix_right<f16, 16, 16>;
 alias Acc = subgroup_matrix_result<f32, 16, 16>;
 
 // Key rows k0 .. k0+63 of the kv head's K (V) into the tile: 1024 units of 8 halves, 8 a lane.
-fn stage_k(k0: u32, kvh: u32, t: u32, T: u32) {
-  for (var i = 0u; i < 8u; i++) {
-    let u = t + i * 128u;
-    let row = u / 16u;
-    let c = u % 16u;
-    let v = kv[(min(k0 + row, T - 1u) * NKV + kvh) * 16u + c];
-    let o = row * SA + c * 8u;
-    let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
-    let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
-    sk[o] = h0.x; sk[o + 1u] = h0.y; sk[o + 2u] = h1.x; sk[o + 3u] = h1.y;
-    sk[o + 4u] = h2.x; sk[o + 5u] = h2.y; sk[o + 6u] = h3.x; sk[o + 7u] = h3.y;
-  }
-}
-fn stage_v(k0: u32, kvh: u32, t: u32, T: u32) {
-  let vb = T * NKV * 16u;
-  for (var i = 0u; i < 8u; i++) {
-    let u = t + i * 128u;
-    let row = u / 16u;
-    let c = u % 16u;
-    let v = kv[vb + (min(k0 + row, T - 1u) * NKV + kvh) * 16u + c];
-    let o = row * SA + c * 8u;
-    let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
-    let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
-    sv[o] = h0.x; sv[o + 1u] = h0.y; sv[o + 2u] = h1.x; sv[o + 3u] = h1.y;
-    sv[o + 4u] = h2.x; sv[o + 5u] = h2.y; sv[o + 6u] = h3.x; sv[o + 7u] = h3.y;
-  }
-}
+${stageFn("stage_k", "sk", "0u")}
+${stageFn("stage_v", "sv", "T * NKV * 16u")}
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32,

@@ -209,7 +209,7 @@ async function tiledInt8(ctx: OpContext, s: Shard, scratch?: MatmulArgs["splitK"
   const { M, N, K } = s.params;
   const bn = N >= t.wideN || Math.ceil(N / 128) * Math.ceil(M / 64) >= t.wideTileMinWorkgroups ? 128 : 64;
   const tile: Defines = bn === 64 ? { NARROW_TILE: 1 } : {};
-  const { splits, kc } = splitsFor(t, N, K, scratch);
+  const { splits, kc } = splitsFor(t, N, K, scratch, 64);
   if (splits > 1) {
     // Partials (splits, M, N) f32 into the scratch, then the sum in order with the epilogue.
     const { BIAS: _b, ADD: _a, ...pdefs } = s.defines;
@@ -262,20 +262,22 @@ export function splitKRows(profile: KernelProfile, rows: number): number {
 }
 
 /**
- * K-splits of an int8-x tiled matmul and the k per split (a multiple of 64): `splitK` parts for narrow
- * matrices (N < wideN) in steps of at most splitKMaxRows rows whose partials fit the scratch at its full row
- * capacity, else one. Depends on N, K and the engine's step capacity only, never on M.
+ * K-splits of a tiled matmul and the k per split (a multiple of `unit`: the kernel's K step, 64 on int8 x, 32
+ * on matrix units): `splitK` parts for narrow matrices (N < wideN) in steps of at most splitKMaxRows rows
+ * whose partials fit the scratch at its full row capacity, else one. Depends on N, K and the engine's step
+ * capacity only, never on M.
  */
-function splitsFor(
+export function splitsFor(
   t: MatmulProfile["tiled"],
   N: number,
   K: number,
-  scratch?: MatmulArgs["splitK"],
+  scratch: MatmulArgs["splitK"] | undefined,
+  unit: number,
 ): { splits: number; kc: number } {
   const one = { splits: 1, kc: K };
-  const want = Math.min(t.splitK, Math.floor(K / 64));
+  const want = Math.min(t.splitK, Math.floor(K / unit));
   if (want < 2 || !scratch || N >= t.wideN || scratch.rows > t.splitKMaxRows) return one;
-  const kc = Math.ceil(K / want / 64) * 64;
+  const kc = Math.ceil(K / want / unit) * unit;
   const splits = Math.ceil(K / kc);
   return splits * scratch.rows * N * 4 <= scratch.buffer.size ? { splits, kc } : one;
 }

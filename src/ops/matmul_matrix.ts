@@ -10,8 +10,7 @@ import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { Linear } from "./linear.ts";
-import type { MatmulProfile } from "../gpu/profile.ts";
-import type { MatmulArgs, Shard } from "./matmul.ts";
+import { type MatmulArgs, type Shard, splitsFor } from "./matmul.ts";
 
 /** f16 copies of x's rows (rows, K) and of a block of weight rows (N, K). */
 export interface MatrixScratch {
@@ -72,25 +71,6 @@ export async function rowsF16(ctx: OpContext, a: MatmulArgs, sc?: MatrixScratch)
 }
 
 /**
- * K-splits of a narrow matrix on matrix units (too few 128×128 tiles to fill the GPU): the profile's
- * `splitK` parts while N < wideN, in steps of at most splitKMaxRows rows whose partials fit the scratch at
- * its full row capacity, else one. Like the int8-x path, it depends on N, K and the step capacity, never
- * on M.
- */
-function matrixSplits(
-  t: MatmulProfile["tiled"],
-  N: number,
-  K: number,
-  scratch?: MatmulArgs["splitK"],
-): { splits: number; kc: number } {
-  const want = Math.min(t.splitK, Math.floor(K / 32));
-  if (want < 2 || !scratch || N >= t.wideN || scratch.rows > t.splitKMaxRows) return { splits: 1, kc: K };
-  const kc = Math.ceil(K / want / 32) * 32;
-  const splits = Math.ceil(K / kc);
-  return splits * scratch.rows * N * 4 <= scratch.buffer.size ? { splits, kc } : { splits: 1, kc: K };
-}
-
-/**
  * One weight shard on matrix units: blocks of its rows (as many as the scratch holds, a multiple of 128)
  * dequantized to f16, each followed by its 128×128 tiles of f16 products accumulated in f32; narrow matrices
  * split K into partials that matmul_splitk.wgsl sums with the epilogue.
@@ -140,7 +120,8 @@ export async function tiledMatrix(
     if (s.buffers.bias) buffers.bias = n === N ? s.buffers.bias : rowsOf(s.buffers.bias, 4);
     const params = { ...s.params, N: n, n_off: s.params.n_off + n0 };
     const grid: [number, number, number] = [Math.ceil(M / 128), Math.ceil(n / 128), 1];
-    const { splits, kc } = matrixSplits(ctx.gpu.profile.matmul.tiled, n, K, splitK);
+    // Narrow matrices have too few 128×128 tiles to fill the GPU: split K as the int8-x path does.
+    const { splits, kc } = splitsFor(ctx.gpu.profile.matmul.tiled, n, K, splitK, 32);
     if (splits === 1) {
       await record(ctx, { file: "matmul_sgmat.wgsl", defines: epilogue }, { buffers, params, grid });
       continue;
