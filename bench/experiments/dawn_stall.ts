@@ -10,7 +10,16 @@
 import { parseFlags } from "../../src/cli/args.ts";
 import { dawnGpu } from "../../src/platform/dawn.ts";
 
-const f = parseFlags(Deno.args, { live: "number", hold: "boolean", rounds: "number", trips: "number" });
+const f = parseFlags(Deno.args, {
+  live: "number",
+  hold: "boolean",
+  rounds: "number",
+  trips: "number",
+  gc: "number",
+  minor: "boolean",
+});
+const gc = (globalThis as { gc?: (o?: { type: string }) => void }).gc;
+if (f.gc && !gc) throw new Error("--gc needs deno run --v8-flags=--expose-gc");
 const gpu = await dawnGpu(["backend=null"]);
 const dev = await (await gpu.requestAdapter())!.requestDevice();
 const held: unknown[] = Array.from({ length: f.live ?? 20000 }, () => dev.createCommandEncoder());
@@ -36,6 +45,7 @@ for (let round = 0; round < (f.rounds ?? 10); round++) {
     dev.queue.submit([cb]);
     await rb.mapAsync(GPUMapMode.READ);
     rb.unmap();
+    if (f.gc && i % f.gc === f.gc - 1) gc!(f.minor ? { type: "minor" } : undefined);
     worst = Math.max(worst, performance.now() - t);
   }
   console.log(

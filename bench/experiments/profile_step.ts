@@ -3,7 +3,7 @@
  * absolute totals include pass overhead; the split between kernels is what this is for), plus the
  * steady-state time per step with K steps per submit and the CPU encode cost.
  *   deno run -A bench/experiments/profile_step.ts [--model DIR | --synthetic NAME] [--decode N] [--prefill N]
- *     [--depth D] [--steps K]
+ *     [--depth D] [--steps K] [--webgpu deno|dawn]
  * @module
  */
 import { DEFAULT_MODEL_DIR } from "../../src/platform/deno.ts";
@@ -18,6 +18,7 @@ const f = parseFlags(Deno.args, {
   prefill: "number",
   depth: "number",
   steps: "number",
+  webgpu: "string",
 });
 const { engine } = await loadModel(
   f.synthetic ? { synthetic: f.synthetic } : { dir: f.model ?? DEFAULT_MODEL_DIR },
@@ -25,6 +26,7 @@ const { engine } = await loadModel(
     maxBatch: Math.max(1, f.decode ?? 1),
     contextWindow: (f.depth ?? 0) + (f.prefill ?? 0) + 10 * (f.steps ?? 32) + 64,
     prefillChunk: Math.max(512, f.prefill ?? 0),
+    webgpu: f.webgpu as "deno" | "dawn" | undefined,
   },
 );
 const gpu = engine.gpu, dev = gpu.device;

@@ -8,6 +8,8 @@
  * ~0.03 ms).
  *   deno run -A bench/experiments/sgmat_gemm.ts [--sizes 2048,512] [--n 6144] [--k 2560] [--iters 20]
  *     [--cfg 2,4,4,2,32,8]   (subgroups along M, along N, fragments per subgroup along M, N; K tile; pad)
+ *     [--double]             (two workgroup buffers: stage the next K tile while this one multiplies,
+ *                             one barrier per tile instead of two)
  *     [--null]               (Dawn's null backend: compile only)
  * @module
  */
@@ -20,8 +22,10 @@ const f = parseFlags(Deno.args, {
   k: "number",
   iters: "number",
   cfg: "string",
+  double: "boolean",
   null: "boolean",
 });
+const double = f.double ?? false;
 const sizes = (f.sizes ?? "2048,512").split(",").map(Number);
 const N = f.n ?? 6144;
 const K = f.k ?? 2560;
@@ -32,9 +36,9 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
   const NT = SGM * SGN * 32, BM = SGM * FM * 16, BN = SGN * FN * 16, SA = TK + PAD, CPR = TK / 8;
   const LA = (BM * CPR) / NT, LB = (BN * CPR) / NT;
   if (!Number.isInteger(LA) || !Number.isInteger(LB) || TK % 16 || SA % 8) throw new Error("bad cfg");
-  const stage = (dst: string, reg: string, n: number) =>
+  const stage = (dst: string, reg: string, n: number, off = "0u") =>
     Array.from({ length: n }, (_, i) => `
-    { let ch = tid + ${i}u * NT; let o = (ch / CPR) * SA + (ch % CPR) * 8u; let v = ${reg}${i};
+    { let ch = tid + ${i}u * NT; let o = ${off} + (ch / CPR) * SA + (ch % CPR) * 8u; let v = ${reg}${i};
       let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       ${dst}[o] = h0.x; ${dst}[o + 1u] = h0.y; ${dst}[o + 2u] = h1.x; ${dst}[o + 3u] = h1.y;
@@ -51,12 +55,12 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
   const I = [...Array(FM).keys()], J = [...Array(FN).keys()];
   const body = unrolled
     ? `${
-      I.map((i) => `let l${i} = subgroupMatrixLoad<L>(&sa, (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`)
+      I.map((i) => `let l${i} = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`)
         .join("\n      ")
     }
       ${
       J.map((j) =>
-        `{ let r = subgroupMatrixLoad<R>(&sb, (sn * FN + ${j}u) * 16u * SA + kk, true, SA);
+        `{ let r = subgroupMatrixLoad<R>(&sb, ob + (sn * FN + ${j}u) * 16u * SA + kk, true, SA);
         ${
           I.map((i) => `acc${i}_${j} = subgroupMatrixMultiplyAccumulate(l${i}, r, acc${i}_${j});`).join(" ")
         } }`
@@ -64,10 +68,10 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
     }`
     : `var lm: array<L, FM>;
       for (var i = 0u; i < FM; i++) {
-        lm[i] = subgroupMatrixLoad<L>(&sa, (sm * FM + i) * 16u * SA + kk, false, SA);
+        lm[i] = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + i) * 16u * SA + kk, false, SA);
       }
       for (var j = 0u; j < FN; j++) {
-        let r = subgroupMatrixLoad<R>(&sb, (sn * FN + j) * 16u * SA + kk, true, SA);
+        let r = subgroupMatrixLoad<R>(&sb, ob + (sn * FN + j) * 16u * SA + kk, true, SA);
         for (var i = 0u; i < FM; i++) { acc[i][j] = subgroupMatrixMultiplyAccumulate(lm[i], r, acc[i][j]); }
       }`;
   const accDecl = unrolled
@@ -95,8 +99,8 @@ struct P { M: u32, N: u32, K: u32, pad: u32 }
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 const NT = ${NT}u; const SA = ${SA}u; const CPR = ${CPR}u; const TK = ${TK}u;
 const FM = ${FM}u; const FN = ${FN}u; const SGM = ${SGM}u;
-var<workgroup> sa: array<f16, ${BM * SA}>;
-var<workgroup> sb: array<f16, ${BN * SA}>;
+var<workgroup> sa: array<f16, ${(double ? 2 : 1) * BM * SA}>;
+var<workgroup> sb: array<f16, ${(double ? 2 : 1) * BN * SA}>;
 alias L = subgroup_matrix_left<f16, 16, 16>;
 alias R = subgroup_matrix_right<f16, 16, 16>;
 alias Acc = subgroup_matrix_result<f32, 16, 16>;
@@ -113,7 +117,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   ${fetch("ra", "a", "m0", LA, "0u")}
   ${fetch("rb", "b", "n0", LB, "0u")}
   ${accDecl}
+  ${
+    double
+      ? `${stage("sa", "ra", LA)}
+  ${stage("sb", "rb", LB)}
+  workgroupBarrier();
+  if (nk > 1u) {
+    ${fetch("ra", "a", "m0", LA, "CPR")}
+    ${fetch("rb", "b", "n0", LB, "CPR")}
+  }
   for (var kt = 0u; kt < nk; kt++) {
+    let oa = (kt % 2u) * ${BM * SA}u;
+    let ob = (kt % 2u) * ${BN * SA}u;
+    for (var kk = 0u; kk < TK; kk += 16u) {
+      ${body}
+    }
+    if (kt + 1u < nk) {
+      ${stage("sa", "ra", LA, `${BM * SA}u - oa`)}
+      ${stage("sb", "rb", LB, `${BN * SA}u - ob`)}
+      if (kt + 2u < nk) {
+        let kb = (kt + 2u) * CPR;
+        ${fetch("ra", "a", "m0", LA, "kb")}
+        ${fetch("rb", "b", "n0", LB, "kb")}
+      }
+    }
+    workgroupBarrier();
+  }`
+      : `for (var kt = 0u; kt < nk; kt++) {
     workgroupBarrier();
     ${stage("sa", "ra", LA)}
     ${stage("sb", "rb", LB)}
@@ -123,9 +153,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ${fetch("ra", "a", "m0", LA, "kb")}
       ${fetch("rb", "b", "n0", LB, "kb")}
     }
+    let oa = 0u;
+    let ob = 0u;
     for (var kk = 0u; kk < TK; kk += 16u) {
       ${body}
     }
+  }`
   }
   ${store}
 }`;

@@ -54,12 +54,12 @@ export function kvCacheFlag(v: string | undefined): KvCacheType | undefined {
   );
 }
 
-/** `--webgpu deno|dawn|auto` (absent: deno). */
+/** `--webgpu deno|dawn|auto` (absent: auto). */
 export function webgpuFlag(v: string | undefined): WebGpuChoice {
-  if (v === undefined || v === "deno" || v === "dawn" || v === "auto") return v ?? "deno";
+  if (v === undefined || v === "deno" || v === "dawn" || v === "auto") return v ?? "auto";
   throw new ValidationError(
-    `--webgpu ${v}: expected deno (Deno's WebGPU), dawn (npm webgpu's dawn.node) or auto (Dawn where it ` +
-      "offers matrix units)",
+    `--webgpu ${v}: expected deno (Deno's WebGPU), dawn (npm webgpu's dawn.node) or auto (the default: Dawn ` +
+      "where it offers matrix units)",
     "webgpu",
   );
 }

@@ -4,7 +4,13 @@
  * @module
  */
 import { DeviceError } from "../errors.ts";
-import { requestAdapter, type WebGpuChoice, type WebGpuImpl } from "../platform/mod.ts";
+import {
+  matrixConfigs,
+  requestAdapter,
+  type SubgroupMatrixConfig,
+  type WebGpuChoice,
+  type WebGpuImpl,
+} from "../platform/mod.ts";
 import { KernelCache } from "./kernel.ts";
 import { MemoryLedger } from "./memory.ts";
 import type { Defines } from "./preprocess.ts";
@@ -23,14 +29,7 @@ export interface GpuOptions {
   dawnFlags?: string[];
 }
 
-/** One shape of matrix-unit product the adapter offers (Dawn's `subgroupMatrixConfigs`): M×N×K. */
-export interface SubgroupMatrixConfig {
-  M: number;
-  N: number;
-  K: number;
-  componentType: string;
-  resultComponentType: string;
-}
+export type { SubgroupMatrixConfig };
 
 export interface GpuInfo {
   adapter: string;
@@ -187,16 +186,4 @@ export class Gpu {
   destroy(): void {
     this.device.destroy();
   }
-}
-
-// Dawn's configs are objects whose fields are getters (a spread or JSON shows none): read them by name.
-function matrixConfigs(ai: GPUAdapterInfo): SubgroupMatrixConfig[] {
-  const list = (ai as unknown as { subgroupMatrixConfigs?: Record<string, unknown>[] }).subgroupMatrixConfigs;
-  return (list ?? []).map((c) => ({
-    M: Number(c.M),
-    N: Number(c.N),
-    K: Number(c.K),
-    componentType: String(c.componentType),
-    resultComponentType: String(c.resultComponentType),
-  }));
 }

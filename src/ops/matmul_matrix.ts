@@ -8,6 +8,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
+import { offersF16Matrix16 } from "../platform/mod.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { Linear } from "./linear.ts";
 import { type MatmulArgs, type Shard, splitsFor } from "./matmul.ts";
@@ -32,10 +33,8 @@ export function usesMatrixUnits(
 ): boolean {
   const { info } = gpu;
   const f = w.format;
-  const config = info.subgroupMatrix.some((c) =>
-    c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
-  );
-  return gpu.profile.matmul.tiled.matrixUnits && config && info.f16 && info.subgroups &&
+  return gpu.profile.matmul.tiled.matrixUnits && offersF16Matrix16(info.subgroupMatrix) && info.f16 &&
+    info.subgroups &&
     info.subgroupMinSize === 32 && info.subgroupMaxSize === 32 && info.maxWorkgroupStorage >= 24576 &&
     f.kind === "q" && (f.bits === 4 || f.bits === 8) && f.groupSize % 8 === 0 && w.K % 32 === 0;
 }

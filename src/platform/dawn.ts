@@ -17,6 +17,61 @@ export const DAWN_TOGGLES = ["allow_unsafe_apis", "vulkan_enable_f16_on_nvidia",
 // device lives, every later mapAsync hangs or crashes. Held for the process's life, one per set of flags.
 const instances = new Map<string, GPU>();
 
+/** After this long of back-to-back polls in one wait, polls come this far apart (ms). */
+export const POLL_SPIN_MS = 1;
+export const POLL_INTERVAL_MS = 1;
+
+let pacing = false;
+
+/**
+ * While any map or work-done promise is pending, dawn.node polls Dawn's events by a chain of `setImmediate`
+ * calls, each passing a new native function: a Node-API object with a finalizer. A long GPU wait makes
+ * ~10^5 of them, and Deno frees such objects in batches at a cost that grows faster than their number
+ * (bench/NOTES.md #121): seconds-long stalls of the JS thread. So after POLL_SPIN_MS of one chain its polls
+ * are spaced POLL_INTERVAL_MS apart: short waits stay as quick, long ones make a few polls per millisecond.
+ * Other callers' `setImmediate` (JS functions) pass through untouched.
+ */
+export function pacePolls(): void {
+  if (pacing) return;
+  pacing = true;
+  const g = globalThis as unknown as { setImmediate: Schedule };
+  g.setImmediate = pollPacer(g.setImmediate.bind(globalThis), setTimeout, () => performance.now());
+}
+
+type Callback = (...a: unknown[]) => void;
+type Schedule = (cb: Callback, ...a: unknown[]) => unknown;
+
+/**
+ * The `setImmediate` pacePolls installs, over the given scheduling primitives. A native callback (a
+ * Node-API function: dawn.node's poll) queued while no poll runs starts a chain; one queued from inside a
+ * poll continues it.
+ */
+export function pollPacer(
+  immediate: Schedule,
+  timeout: (cb: () => void, ms: number) => unknown,
+  now: () => number,
+): Schedule {
+  const source = Function.prototype.toString;
+  let inPoll = false;
+  let chainStart = 0;
+  const run = (cb: Callback, a: unknown[]) => () => {
+    inPoll = true;
+    try {
+      cb(...a);
+    } finally {
+      inPoll = false;
+    }
+  };
+  return (cb, ...a) => {
+    if (typeof cb !== "function" || !source.call(cb).includes("[native code]")) return immediate(cb, ...a);
+    const t = now();
+    if (!inPoll) chainStart = t;
+    if (t - chainStart < POLL_SPIN_MS) return immediate(run(cb, a));
+    // Queued from an immediate, not from a timer: nested timers are clamped to 4 ms.
+    return immediate(() => timeout(run(cb, a), POLL_INTERVAL_MS));
+  };
+}
+
 /** Node's name of this platform's addon folder in the npm package (`dist/<name>/dawn.node`). */
 function platformDir(): string {
   const os = Deno.build.os === "windows" ? "win32" : Deno.build.os;
@@ -62,6 +117,8 @@ export async function dawnGpu(extra: string[] = []): Promise<GPU> {
     const addon = req(path) as { create(flags: string[]): GPU };
     const gpu = addon.create(flags);
     instances.set(key, gpu);
+    // FLINT_DAWN_POLLING=spin: the addon's own polling (an A/B against pacing).
+    if (Deno.env.get("FLINT_DAWN_POLLING") !== "spin") pacePolls();
     return gpu;
   } catch (e) {
     throw new DeviceError(

@@ -56,8 +56,39 @@ export function overrideShaderSource(name: string, text: string | null): void {
 /** Which WebGPU implementation runs the engine: Deno's own (wgpu), Dawn's (dawn.node), or a browser's. */
 export type WebGpuImpl = "deno" | "dawn" | "browser";
 
-/** What `--webgpu` asks for: `auto` takes Dawn where it loads and offers subgroup matrices, else Deno's. */
+/**
+ * What `--webgpu` asks for: `auto` (the CLIs' default) takes Dawn where it loads and offers the matrix units
+ * Flint's kernels use (f16 16×16×16), else Deno's.
+ */
 export type WebGpuChoice = "deno" | "dawn" | "auto";
+
+/** One shape of matrix-unit product the adapter offers (Dawn's `subgroupMatrixConfigs`): M×N×K. */
+export interface SubgroupMatrixConfig {
+  M: number;
+  N: number;
+  K: number;
+  componentType: string;
+  resultComponentType: string;
+}
+
+// Dawn's configs are objects whose fields are getters (a spread or JSON shows none): read them by name.
+export function matrixConfigs(ai: GPUAdapterInfo): SubgroupMatrixConfig[] {
+  const list = (ai as unknown as { subgroupMatrixConfigs?: Record<string, unknown>[] }).subgroupMatrixConfigs;
+  return (list ?? []).map((c) => ({
+    M: Number(c.M),
+    N: Number(c.N),
+    K: Number(c.K),
+    componentType: String(c.componentType),
+    resultComponentType: String(c.resultComponentType),
+  }));
+}
+
+/** The shape Flint's matrix-unit kernels use: f16 × f16 → f32, 16×16×16 (NVIDIA's tensor cores). */
+export function offersF16Matrix16(configs: readonly SubgroupMatrixConfig[]): boolean {
+  return configs.some((c) =>
+    c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
+  );
+}
 
 /**
  * The high-performance adapter of the chosen implementation (browsers: their own, whatever the choice) and
@@ -72,7 +103,8 @@ export async function requestAdapter(
     try {
       const gpu = await dawnGpu(dawnFlags);
       const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
-      const matrices = adapter?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName);
+      const matrices = adapter?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) &&
+        offersF16Matrix16(matrixConfigs(adapter.info));
       if (adapter && (choice === "dawn" || matrices)) return { adapter, gpu, impl: "dawn" };
       if (choice === "dawn") throw new DeviceError("--webgpu dawn: Dawn found no usable adapter");
     } catch (e) {

@@ -14,13 +14,14 @@ import { Gpu } from "../../src/gpu/device.ts";
 import { reflect } from "../../src/gpu/kernel.ts";
 import { preprocess } from "../../src/gpu/preprocess.ts";
 import { SyntheticModelSource } from "../../src/loader/synthetic.ts";
-import { dawnGpu } from "../../src/platform/dawn.ts";
+import { dawnGpu, POLL_INTERVAL_MS, POLL_SPIN_MS, pollPacer } from "../../src/platform/dawn.ts";
+import { offersF16Matrix16 } from "../../src/platform/mod.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { DEFAULT_MODEL, FIXTURES, ROOT } from "../util/fixtures.ts";
 
 describe("--webgpu", () => {
-  test("takes deno, dawn or auto (default deno); anything else is a ValidationError naming the flag", () => {
-    expect(webgpuFlag(undefined)).toBe("deno");
+  test("takes deno, dawn or auto (default auto); anything else is a ValidationError naming the flag", () => {
+    expect(webgpuFlag(undefined)).toBe("auto");
     for (const v of ["deno", "dawn", "auto"]) expect(webgpuFlag(v)).toBe(v);
     expect(() => webgpuFlag("vulkan")).toThrow(/--webgpu vulkan: expected deno .*dawn .*auto/);
   });
@@ -38,14 +39,108 @@ describe("--webgpu", () => {
     }
   });
 
-  test("auto runs on Dawn only where it offers subgroup matrices, else on Deno's WebGPU", async () => {
+  test("auto runs on Dawn only where it offers f16 16×16×16 subgroup matrices, else on Deno's WebGPU", async () => {
     const gpu = await Gpu.create({ webgpu: "auto" });
     try {
-      if (gpu.info.webgpu === "dawn") expect(gpu.info.subgroupMatrix.length).toBeGreaterThan(0);
+      if (gpu.info.webgpu === "dawn") expect(offersF16Matrix16(gpu.info.subgroupMatrix)).toBe(true);
       else expect(gpu.info.webgpu).toBe("deno");
       expect(gpu.takeErrors()).toEqual([]);
     } finally {
       gpu.destroy();
+    }
+  });
+});
+
+describe("dawn.node's event polls (pollPacer)", () => {
+  // A fake event loop: immediates and timers queued, a clock moved by hand.
+  function loop() {
+    const immediates: (() => void)[] = [];
+    const timers: { cb: () => void; ms: number }[] = [];
+    const clock = { t: 0 };
+    const pacer = pollPacer(
+      (cb, ...a) => immediates.push(() => cb(...a)),
+      (cb, ms) => timers.push({ cb, ms }),
+      () => clock.t,
+    );
+    return { immediates, timers, clock, pacer };
+  }
+
+  test("JS callbacks pass through with their arguments", () => {
+    const { immediates, timers, pacer } = loop();
+    const seen: unknown[] = [];
+    pacer((...a) => seen.push(...a), 1, "two");
+    expect(immediates.length).toBe(1);
+    immediates.shift()!();
+    expect(seen).toEqual([1, "two"]);
+    expect(timers.length).toBe(0);
+  });
+
+  test("a native poll chain spins for POLL_SPIN_MS, then polls every POLL_INTERVAL_MS; a new wait spins again", () => {
+    const { immediates, timers, clock, pacer } = loop();
+    let polls = 0;
+    let more = 40;
+    // Bound functions print as native code, like dawn.node's Node-API poll functions.
+    const poll = function () {
+      polls++;
+      if (--more > 0) pacer(poll);
+    }.bind(null);
+    expect(Function.prototype.toString.call(poll)).toContain("[native code]");
+    pacer(poll);
+    while (immediates.length && !timers.length) {
+      immediates.shift()!();
+      clock.t += 0.125;
+    }
+    // Polls ran back to back (0.125 ms apart here) until one came when the chain was POLL_SPIN_MS old.
+    const spun = polls;
+    expect(spun).toBe(POLL_SPIN_MS / 0.125 + 1);
+    // From then on each poll waits for a timer of POLL_INTERVAL_MS, queued from an immediate.
+    let paced = 0;
+    while (more > 0) {
+      if (immediates.length) immediates.shift()!();
+      const timer = timers.shift();
+      if (!timer) continue;
+      expect(timer.ms).toBe(POLL_INTERVAL_MS);
+      clock.t += POLL_INTERVAL_MS;
+      timer.cb();
+      paced++;
+    }
+    expect(polls).toBe(40);
+    expect(paced).toBe(40 - spun);
+    // The chain has ended: the next wait's first polls run at once again.
+    more = 2;
+    pacer(poll);
+    expect(immediates.length).toBe(1);
+    immediates.shift()!();
+    expect(immediates.length).toBe(1);
+    expect(timers.length).toBe(0);
+  });
+
+  // The null backend copies nothing: this checks the polling, not the bytes.
+  test("dawn.node polls with native functions (what pacing recognises); paced readbacks resolve", async () => {
+    const dawn = await dawnGpu(["backend=null"]);
+    const device = await (await dawn.requestAdapter())!.requestDevice();
+    const g = globalThis as unknown as { setImmediate: (cb: unknown, ...a: unknown[]) => unknown };
+    const before = g.setImmediate;
+    let native = 0;
+    g.setImmediate = (cb, ...a) => {
+      if (Function.prototype.toString.call(cb).includes("[native code]")) native++;
+      return before(cb, ...a);
+    };
+    try {
+      const src = device.createBuffer({ size: 16, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC });
+      const rb = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      for (let i = 0; i < 20; i++) {
+        const e = device.createCommandEncoder();
+        e.copyBufferToBuffer(src, 0, rb, 0, 16);
+        device.queue.submit([e.finish()]);
+        await rb.mapAsync(GPUMapMode.READ);
+        expect(rb.getMappedRange().byteLength).toBe(16);
+        rb.unmap();
+      }
+      expect(native).toBeGreaterThan(0);
+    } finally {
+      g.setImmediate = before;
+      device.destroy();
     }
   });
 });
