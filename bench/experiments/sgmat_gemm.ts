@@ -55,7 +55,9 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
   const I = [...Array(FM).keys()], J = [...Array(FN).keys()];
   const body = unrolled
     ? `${
-      I.map((i) => `let l${i} = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`)
+      I.map((i) =>
+        `let l${i} = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`
+      )
         .join("\n      ")
     }
       ${
