@@ -4,6 +4,7 @@
  * when the stream's headers came, /health's latencies during the prefill, time to first token and the decode
  * rate the client sees.
  *   deno run -A bench/server_probe.ts [--model DIR] [--prompt-tokens 24000] [--max-tokens 256] [--out FILE]
+ *     [--webgpu deno|dawn|auto] (passed to the server)
  * @module
  */
 import { parseFlags } from "../src/cli/args.ts";
@@ -16,10 +17,12 @@ const f = parseFlags(
     "prompt-tokens": "number",
     "max-tokens": "number",
     out: "string",
+    webgpu: "string",
   } as const,
 );
 const args = ["--port", "0", "--keep-alive-s", "1"];
 if (f.model) args.push("--model", f.model);
+if (f.webgpu) args.push("--webgpu", f.webgpu);
 const server = await startServe(args);
 const { url, log } = server;
 
@@ -71,6 +74,7 @@ const sorted = [...healthMs].sort((a, b) => a - b);
 const q = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
 const result = {
   url,
+  webgpu: server.banner.match(/WebGPU of (\w+)/)?.[1] ?? "?",
   promptTokens: usage?.prompt_tokens,
   completionTokens: usage?.completion_tokens,
   headersMs: Math.round(headersMs),

@@ -58,7 +58,7 @@ export type WebGpuImpl = "deno" | "dawn" | "browser";
 
 /**
  * What `--webgpu` asks for: `auto` (the CLIs' default) takes Dawn where it loads and offers the matrix units
- * Flint's kernels use (f16 16×16×16), else Deno's.
+ * Flint's kernels use (f16 16×16×16, subgroups of 32), else Deno's.
  */
 export type WebGpuChoice = "deno" | "dawn" | "auto";
 
@@ -103,8 +103,10 @@ export async function requestAdapter(
     try {
       const gpu = await dawnGpu(dawnFlags);
       const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+      // What the matrix-unit kernels need (src/ops/matmul_matrix.ts): those matrices and subgroups of 32.
+      const info = adapter?.info as (GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number });
       const matrices = adapter?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) &&
-        offersF16Matrix16(matrixConfigs(adapter.info));
+        offersF16Matrix16(matrixConfigs(info)) && info.subgroupMinSize === 32 && info.subgroupMaxSize === 32;
       if (adapter && (choice === "dawn" || matrices)) return { adapter, gpu, impl: "dawn" };
       if (choice === "dawn") throw new DeviceError("--webgpu dawn: Dawn found no usable adapter");
     } catch (e) {

@@ -39,11 +39,13 @@ describe("--webgpu", () => {
     }
   });
 
-  test("auto runs on Dawn only where it offers f16 16×16×16 subgroup matrices, else on Deno's WebGPU", async () => {
+  test("auto takes Dawn only where its matrix kernels run (f16 16×16×16, subgroups of 32)", async () => {
     const gpu = await Gpu.create({ webgpu: "auto" });
     try {
-      if (gpu.info.webgpu === "dawn") expect(offersF16Matrix16(gpu.info.subgroupMatrix)).toBe(true);
-      else expect(gpu.info.webgpu).toBe("deno");
+      if (gpu.info.webgpu === "dawn") {
+        expect(offersF16Matrix16(gpu.info.subgroupMatrix)).toBe(true);
+        expect([gpu.info.subgroupMinSize, gpu.info.subgroupMaxSize]).toEqual([32, 32]);
+      } else expect(gpu.info.webgpu).toBe("deno");
       expect(gpu.takeErrors()).toEqual([]);
     } finally {
       gpu.destroy();
@@ -75,7 +77,7 @@ describe("dawn.node's event polls (pollPacer)", () => {
     expect(timers.length).toBe(0);
   });
 
-  test("a native poll chain spins for POLL_SPIN_MS, then polls every POLL_INTERVAL_MS; a new wait spins again", () => {
+  test("native polls spin for POLL_SPIN_MS, then come POLL_INTERVAL_MS apart; a new wait spins again", () => {
     const { immediates, timers, clock, pacer } = loop();
     let polls = 0;
     let more = 40;
@@ -116,7 +118,7 @@ describe("dawn.node's event polls (pollPacer)", () => {
   });
 
   // The null backend copies nothing: this checks the polling, not the bytes.
-  test("dawn.node polls with native functions (what pacing recognises); paced readbacks resolve", async () => {
+  test("dawn.node polls with native functions (what pacing keys on); paced readbacks resolve", async () => {
     const dawn = await dawnGpu(["backend=null"]);
     const device = await (await dawn.requestAdapter())!.requestDevice();
     const g = globalThis as unknown as { setImmediate: (cb: unknown, ...a: unknown[]) => unknown };
