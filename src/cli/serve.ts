@@ -67,7 +67,9 @@ Prompts that start like an earlier one reuse its KV pages: --prefix-cache-bytes 
 Pages leaving memory are kept in --prefix-cache-dir (default $XDG_CACHE_HOME/flint/prefix, else
 ~/.cache/flint/prefix; none: not kept), up to --prefix-cache-disk-bytes (default 16 GiB).
 --kv-budget-gb caps the KV pool (default 4), and with it the longest context that fits. --synthetic SHAPE
-(benchmarks: qwen3-4b, ...) serves random weights of that shape with the bundled model's tokenizer.`;
+(benchmarks: qwen3-4b, ...) serves random weights of that shape with the bundled model's tokenizer.
+--webgpu auto (default) runs on Dawn (npm webgpu) where it offers the matrix units Flint's kernels use
+(NVIDIA tensor cores), else on Deno's WebGPU; deno or dawn picks one.`;
 
 function size(b: number): string {
   if (b >= 2 ** 30) return `${(b / 2 ** 30).toFixed(2)} GiB`;
