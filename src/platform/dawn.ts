@@ -34,7 +34,8 @@ let pacing = false;
 export function pacePolls(): void {
   if (pacing) return;
   pacing = true;
-  const g = globalThis as unknown as { setImmediate: Schedule };
+  const g = globalThis as unknown as { setImmediate?: Schedule };
+  if (typeof g.setImmediate !== "function") return; // dawn.node polls through it: nothing to pace without it
   g.setImmediate = pollPacer(g.setImmediate.bind(globalThis), setTimeout, () => performance.now());
 }
 
