@@ -3,8 +3,11 @@
  * 16-byte readbacks (copy, submit, mapAsync, unmap) with `--live` command encoders held (and, with --hold,
  * every readback's encoder and command buffer, so the live set grows), and a 1 ms interval
  * whose worst gap shows the thread stopping. Readbacks there take microseconds; a stall shows as a trip of
- * hundreds of ms, while `perf` finds the main thread busy in Deno's own code.
- *   deno run -A bench/experiments/dawn_stall.ts [--live 20000] [--hold] [--rounds 10] [--trips 2000]
+ * hundreds of ms, while `perf` finds the main thread busy in Deno's own code. Each readback here needs one
+ * dawn.node event poll, which src/platform/dawn.ts's pacing leaves alone (it spaces only long chains of
+ * polls, bench/NOTES.md #121), so these stalls remain; `--gc N` forces a collection every N trips.
+ *   deno [--v8-flags=--expose-gc] run -A bench/experiments/dawn_stall.ts [--live 20000] [--hold] [--rounds 10]
+ *     [--trips 2000] [--gc N [--minor]]
  * @module
  */
 import { parseFlags } from "../../src/cli/args.ts";
