@@ -11,6 +11,7 @@
  * @module
  */
 import { parseFlags, webgpuFlag } from "../../src/cli/args.ts";
+import { isNativeFunction } from "../../src/platform/dawn.ts";
 import { DEFAULT_MODEL_DIR } from "../../src/platform/deno.ts";
 import { loadModel, measureE2E } from "../measure.ts";
 
@@ -93,7 +94,7 @@ encoder.finish();
 const immediate = globalThis.setImmediate;
 let polls = 0;
 (globalThis as { setImmediate: unknown }).setImmediate = (cb: (...a: unknown[]) => void, ...a: unknown[]) => {
-  if (Function.prototype.toString.call(cb).includes("[native code]")) polls++;
+  if (isNativeFunction(cb)) polls++;
   return immediate(cb, ...a);
 };
 let stall = 0;

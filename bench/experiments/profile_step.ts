@@ -7,7 +7,7 @@
  * @module
  */
 import { DEFAULT_MODEL_DIR } from "../../src/platform/deno.ts";
-import { parseFlags } from "../../src/cli/args.ts";
+import { parseFlags, webgpuFlag } from "../../src/cli/args.ts";
 import { readBuffer } from "../../src/gpu/readback.ts";
 import { loadModel } from "../measure.ts";
 
@@ -26,7 +26,7 @@ const { engine } = await loadModel(
     maxBatch: Math.max(1, f.decode ?? 1),
     contextWindow: (f.depth ?? 0) + (f.prefill ?? 0) + 10 * (f.steps ?? 32) + 64,
     prefillChunk: Math.max(512, f.prefill ?? 0),
-    webgpu: f.webgpu as "deno" | "dawn" | undefined,
+    webgpu: f.webgpu === undefined ? undefined : webgpuFlag(f.webgpu),
   },
 );
 const gpu = engine.gpu, dev = gpu.device;

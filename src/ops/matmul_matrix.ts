@@ -8,7 +8,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
-import { offersF16Matrix16 } from "../platform/mod.ts";
+import { matrixKernelsRun } from "../platform/mod.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { Linear } from "./linear.ts";
 import { type MatmulArgs, type Shard, splitsFor } from "./matmul.ts";
@@ -33,9 +33,9 @@ export function usesMatrixUnits(
 ): boolean {
   const { info } = gpu;
   const f = w.format;
-  return gpu.profile.matmul.tiled.matrixUnits && offersF16Matrix16(info.subgroupMatrix) && info.f16 &&
-    info.subgroups &&
-    info.subgroupMinSize === 32 && info.subgroupMaxSize === 32 && info.maxWorkgroupStorage >= 24576 &&
+  return gpu.profile.matmul.tiled.matrixUnits && info.f16 && info.subgroups &&
+    matrixKernelsRun(info.subgroupMatrix, info.subgroupMinSize, info.subgroupMaxSize) &&
+    info.maxWorkgroupStorage >= 24576 &&
     f.kind === "q" && (f.bits === 4 || f.bits === 8) && f.groupSize % 8 === 0 && w.K % 32 === 0;
 }
 

@@ -47,12 +47,16 @@ type Schedule = (cb: Callback, ...a: unknown[]) => unknown;
  * Node-API function: dawn.node's poll) queued while no poll runs starts a chain; one queued from inside a
  * poll continues it.
  */
+/** Whether `fn` is native code (a Node-API function, a builtin or a bound function), not JS source. */
+export function isNativeFunction(fn: unknown): boolean {
+  return typeof fn === "function" && Function.prototype.toString.call(fn).includes("[native code]");
+}
+
 export function pollPacer(
   immediate: Schedule,
   timeout: (cb: () => void, ms: number) => unknown,
   now: () => number,
 ): Schedule {
-  const source = Function.prototype.toString;
   let inPoll = false;
   let chainStart = 0;
   const run = (cb: Callback, a: unknown[]) => () => {
@@ -64,7 +68,7 @@ export function pollPacer(
     }
   };
   return (cb, ...a) => {
-    if (typeof cb !== "function" || !source.call(cb).includes("[native code]")) return immediate(cb, ...a);
+    if (!isNativeFunction(cb)) return immediate(cb, ...a);
     const t = now();
     if (!inPoll) chainStart = t;
     if (t - chainStart < POLL_SPIN_MS) return immediate(run(cb, a));

@@ -83,11 +83,19 @@ export function matrixConfigs(ai: GPUAdapterInfo): SubgroupMatrixConfig[] {
   }));
 }
 
-/** The shape Flint's matrix-unit kernels use: f16 × f16 → f32, 16×16×16 (NVIDIA's tensor cores). */
-export function offersF16Matrix16(configs: readonly SubgroupMatrixConfig[]): boolean {
-  return configs.some((c) =>
-    c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
-  );
+/**
+ * Whether Flint's matrix-unit kernels can run: f16 × f16 → f32 16×16×16 matrices (NVIDIA's tensor cores) and
+ * subgroups of exactly 32.
+ */
+export function matrixKernelsRun(
+  configs: readonly SubgroupMatrixConfig[],
+  subgroupMinSize: number | undefined,
+  subgroupMaxSize: number | undefined,
+): boolean {
+  return subgroupMinSize === 32 && subgroupMaxSize === 32 &&
+    configs.some((c) =>
+      c.M === 16 && c.N === 16 && c.K === 16 && c.componentType === "f16" && c.resultComponentType === "f32"
+    );
 }
 
 /**
@@ -103,10 +111,9 @@ export async function requestAdapter(
     try {
       const gpu = await dawnGpu(dawnFlags);
       const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
-      // What the matrix-unit kernels need (src/ops/matmul_matrix.ts): those matrices and subgroups of 32.
       const info = adapter?.info as (GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number });
       const matrices = adapter?.features.has("chromium-experimental-subgroup-matrix" as GPUFeatureName) &&
-        offersF16Matrix16(matrixConfigs(info)) && info.subgroupMinSize === 32 && info.subgroupMaxSize === 32;
+        matrixKernelsRun(matrixConfigs(info), info.subgroupMinSize, info.subgroupMaxSize);
       if (adapter && (choice === "dawn" || matrices)) return { adapter, gpu, impl: "dawn" };
       if (choice === "dawn") throw new DeviceError("--webgpu dawn: Dawn found no usable adapter");
     } catch (e) {
