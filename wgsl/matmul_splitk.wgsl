@@ -1,8 +1,9 @@
-// Second half of a split-K matmul (matmul_tiled_x8.wgsl under SPLITK): adds the splits' partials in order
-// and applies the matmul epilogue:
-//   y[row0 + m, n_off + n] (=|+=) Σ_{z < splits} part[z, m, n] (+ bias[n])      m < M, n < N
+// Second half of a split-K matmul (matmul_tiled_x8.wgsl under SPLITK, matmul_sgmat.wgsl): adds the splits'
+// partials in order and applies the matmul epilogue:
+//   y[row0 + m, n_off + n] (=|+=) Σ_{z < splits} part[z·mp + m, n] (+ bias[n])      m < M, n < N
 // The sum runs z = 0, 1, ... for every row whatever M is (batch invariance).
-// Bindings:  part (splits, M, N) f32;  bias (N) f32 (BIAS);  y (rows, ldy) f32 (OUT_F32, ADD) or act
+// Bindings:  part (splits · mp, ldp) f32 (mp ≥ M, ldp ≥ N: matmul_sgmat's whole tiles);  bias (N) f32
+// (BIAS);  y (rows, ldy) f32 (OUT_F32, ADD) or act
 // Grid: (ceil(N / 256), M); one lane per output.
 #include "lib/common.wgsl"
 
@@ -13,6 +14,8 @@ struct Params {
   ldy: u32,     // row stride of y (elements)
   n_off: u32,   // column of y where this weight's output starts
   splits: u32,  // partials per output
+  mp: u32,      // rows of part per split
+  ldp: u32,     // row stride of part
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
@@ -24,8 +27,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let n = wid.x * 256u + lid;
   let m = wid.y;
   if (n >= params.N) { return; }
-  let MN = params.M * params.N;
-  var v = part[m * params.N + n];
-  for (var z = 1u; z < params.splits; z++) { v += part[z * MN + m * params.N + n]; }
+  let at = m * params.ldp + n;
+  let split = params.mp * params.ldp;
+  var v = part[at];
+  for (var z = 1u; z < params.splits; z++) { v += part[z * split + at]; }
   store(params.row0 + m, n, v);
 }

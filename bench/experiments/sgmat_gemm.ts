@@ -10,11 +10,19 @@
  *     [--cfg 2,4,4,2,32,8]   (subgroups along M, along N, fragments per subgroup along M, N; K tile; pad)
  *     [--double]             (two workgroup buffers: stage the next K tile while this one multiplies,
  *                             one barrier per tile instead of two)
+ *     [--staging scalar|fragment|direct]  (how tiles reach the products: lanes copy 16-byte pieces into
+ *                             workgroup memory as f16 scalars; each subgroup copies whole fragments with
+ *                             subgroupMatrixLoad/Store; or no workgroup memory, fragments read from storage)
+ *     [--mfast]              (grid x over M tiles, as the engine's kernel: workgroups in a row share
+ *                             the weight's tile)
+ *     [--engine [--kernel FILE]]  (the engine's wgsl/matmul_sgmat.wgsl, or a variant of it, instead, one
+ *                             split: the same check)
  *     [--null]               (Dawn's null backend: compile only)
  * @module
  */
 import { parseFlags } from "../../src/cli/args.ts";
 import { Gpu } from "../../src/gpu/device.ts";
+import { preprocess } from "../../src/gpu/preprocess.ts";
 
 const f = parseFlags(Deno.args, {
   sizes: "string",
@@ -23,8 +31,14 @@ const f = parseFlags(Deno.args, {
   iters: "number",
   cfg: "string",
   double: "boolean",
+  staging: "string",
+  mfast: "boolean",
+  engine: "boolean",
+  kernel: "string",
   null: "boolean",
 });
+const staging = f.staging ?? "scalar";
+if (!["scalar", "fragment", "direct"].includes(staging)) throw new Error("--staging scalar|fragment|direct");
 const double = f.double ?? false;
 const sizes = (f.sizes ?? "2048,512").split(",").map(Number);
 const N = f.n ?? 6144;
@@ -53,16 +67,36 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
   const regs = (r: string, n: number) =>
     Array.from({ length: n }, (_, i) => `var ${r}${i}: vec4<u32>;`).join(" ");
   const I = [...Array(FM).keys()], J = [...Array(FN).keys()];
+  const direct = staging === "direct", fragment = staging === "fragment";
+  const leftAt = (i: string) =>
+    direct
+      ? `subgroupMatrixLoad<L>(&a16, (m0 + (sm * FM + ${i}) * 16u) * p.K + kt * TK + kk, false, p.K)`
+      : `subgroupMatrixLoad<L>(&sa, oa + (sm * FM + ${i}) * 16u * SA + kk, false, SA)`;
+  const rightAt = (j: string) =>
+    direct
+      ? `subgroupMatrixLoad<R>(&b16, (n0 + (sn * FN + ${j}) * 16u) * p.K + kt * TK + kk, true, p.K)`
+      : `subgroupMatrixLoad<R>(&sb, ob + (sn * FN + ${j}) * 16u * SA + kk, true, SA)`;
+  // fragment staging: subgroup sid copies fragments sid, sid + NSG, ... of each tile (FPT per row block)
+  const NSG = SGM * SGN, FPT = TK / 16, FA = (BM / 16) * FPT / NSG, FB = (BN / 16) * FPT / NSG;
+  if (fragment && (!Number.isInteger(FA) || !Number.isInteger(FB))) throw new Error("bad cfg for fragments");
+  const fetchF = (reg: string, src: string, base: string, n: number, kt: string) =>
+    Array.from({ length: n }, (_, i) => `
+    { let f = sid + ${i}u * ${NSG}u;
+      ${reg}${i} = subgroupMatrixLoad<L>(&${src},
+        (${base} + (f / ${FPT}u) * 16u) * p.K + ${kt} * TK + (f % ${FPT}u) * 16u, false, p.K); }`).join("");
+  const stageF = (dst: string, reg: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `
+    { let f = sid + ${i}u * ${NSG}u;
+      subgroupMatrixStore(&${dst}, (f / ${FPT}u) * 16u * SA + (f % ${FPT}u) * 16u, ${reg}${i}, false, SA); }`)
+      .join("");
   const body = unrolled
     ? `${
-      I.map((i) =>
-        `let l${i} = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + ${i}u) * 16u * SA + kk, false, SA);`
-      )
+      I.map((i) => `let l${i} = ${leftAt(`${i}u`)};`)
         .join("\n      ")
     }
       ${
       J.map((j) =>
-        `{ let r = subgroupMatrixLoad<R>(&sb, ob + (sn * FN + ${j}u) * 16u * SA + kk, true, SA);
+        `{ let r = ${rightAt(`${j}u`)};
         ${
           I.map((i) => `acc${i}_${j} = subgroupMatrixMultiplyAccumulate(l${i}, r, acc${i}_${j});`).join(" ")
         } }`
@@ -70,10 +104,10 @@ function wgsl(unrolled: boolean): { code: string; BM: number; BN: number } {
     }`
     : `var lm: array<L, FM>;
       for (var i = 0u; i < FM; i++) {
-        lm[i] = subgroupMatrixLoad<L>(&sa, oa + (sm * FM + i) * 16u * SA + kk, false, SA);
+        lm[i] = ${leftAt("i")};
       }
       for (var j = 0u; j < FN; j++) {
-        let r = subgroupMatrixLoad<R>(&sb, ob + (sn * FN + j) * 16u * SA + kk, true, SA);
+        let r = ${rightAt("j")};
         for (var i = 0u; i < FM; i++) { acc[i][j] = subgroupMatrixMultiplyAccumulate(lm[i], r, acc[i][j]); }
       }`;
   const accDecl = unrolled
@@ -96,32 +130,66 @@ enable chromium_experimental_subgroup_matrix;
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 struct P { M: u32, N: u32, K: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;
+${
+    staging === "scalar"
+      ? `@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;`
+      : `@group(0) @binding(1) var<storage, read> a16: array<f16>;
+@group(0) @binding(2) var<storage, read> b16: array<f16>;`
+  }
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 const NT = ${NT}u; const SA = ${SA}u; const CPR = ${CPR}u; const TK = ${TK}u;
 const FM = ${FM}u; const FN = ${FN}u; const SGM = ${SGM}u;
-var<workgroup> sa: array<f16, ${(double ? 2 : 1) * BM * SA}>;
-var<workgroup> sb: array<f16, ${(double ? 2 : 1) * BN * SA}>;
+${
+    direct ? "" : `var<workgroup> sa: array<f16, ${(double ? 2 : 1) * BM * SA}>;
+var<workgroup> sb: array<f16, ${(double ? 2 : 1) * BN * SA}>;`
+  }
 alias L = subgroup_matrix_left<f16, 16, 16>;
 alias R = subgroup_matrix_right<f16, 16, 16>;
 alias Acc = subgroup_matrix_result<f32, 16, 16>;
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
         @builtin(subgroup_id) sid: u32) {
-  let m0 = wid.y * ${BM}u;
-  let n0 = wid.x * ${BN}u;
+  let m0 = ${f.mfast ? "wid.x" : "wid.y"} * ${BM}u;
+  let n0 = ${f.mfast ? "wid.y" : "wid.x"} * ${BN}u;
   let sm = sid % SGM;
   let sn = sid / SGM;
   let K8 = p.K / 8u;
   let nk = p.K / TK;
-  ${regs("ra", LA)} ${regs("rb", LB)}
-  ${fetch("ra", "a", "m0", LA, "0u")}
-  ${fetch("rb", "b", "n0", LB, "0u")}
   ${accDecl}
   ${
-    double
-      ? `${stage("sa", "ra", LA)}
+    direct
+      ? `for (var kt = 0u; kt < nk; kt++) {
+    for (var kk = 0u; kk < TK; kk += 16u) {
+      ${body}
+    }
+  }`
+      : fragment
+      ? `${Array.from({ length: FA }, (_, i) => `var fa${i}: L;`).join(" ")}
+  ${Array.from({ length: FB }, (_, i) => `var fb${i}: L;`).join(" ")}
+  ${fetchF("fa", "a16", "m0", FA, "0u")}
+  ${fetchF("fb", "b16", "n0", FB, "0u")}
+  for (var kt = 0u; kt < nk; kt++) {
+    workgroupBarrier();
+    ${stageF("sa", "fa", FA)}
+    ${stageF("sb", "fb", FB)}
+    workgroupBarrier();
+    if (kt + 1u < nk) {
+      ${fetchF("fa", "a16", "m0", FA, "(kt + 1u)")}
+      ${fetchF("fb", "b16", "n0", FB, "(kt + 1u)")}
+    }
+    let oa = 0u;
+    let ob = 0u;
+    for (var kk = 0u; kk < TK; kk += 16u) {
+      ${body}
+    }
+  }`
+      : `${regs("ra", LA)} ${regs("rb", LB)}
+  ${fetch("ra", "a", "m0", LA, "0u")}
+  ${fetch("rb", "b", "n0", LB, "0u")}
+  ${
+        double
+          ? `${stage("sa", "ra", LA)}
   ${stage("sb", "rb", LB)}
   workgroupBarrier();
   if (nk > 1u) {
@@ -145,7 +213,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }`
-      : `for (var kt = 0u; kt < nk; kt++) {
+          : `for (var kt = 0u; kt < nk; kt++) {
     workgroupBarrier();
     ${stage("sa", "ra", LA)}
     ${stage("sb", "rb", LB)}
@@ -161,6 +229,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ${body}
     }
   }`
+      }`
   }
   ${store}
 }`;
@@ -190,8 +259,15 @@ const upload = (codes: Uint8Array) => {
 const A = upload(aCodes), B = upload(bCodes);
 const C = dev.createBuffer({ size: Mmax * N * 4, usage: U.STORAGE | U.COPY_SRC });
 const rb = dev.createBuffer({ size: Mmax * N * 4, usage: U.MAP_READ | U.COPY_DST });
-for (const unrolled of [false, true, false, true]) {
-  const { code, BM, BN } = wgsl(unrolled);
+// The engine's kernel: params (K, kc, mp, ldp), a@1, b@2, part@3 (f32 tiles); grid x over M tiles.
+const engineCode = () => {
+  const read = (n: string) => Deno.readTextFileSync(new URL(`../../wgsl/${n}`, import.meta.url));
+  const defs = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1 };
+  const main = f.kernel ? Deno.readTextFileSync(f.kernel) : read("matmul_sgmat.wgsl");
+  return { code: preprocess(main, defs, read, "matmul_sgmat.wgsl"), BM: 128, BN: 128 };
+};
+for (const unrolled of f.engine ? [true, true] : [false, true, false, true]) {
+  const { code, BM, BN } = f.engine ? engineCode() : wgsl(unrolled);
   const module = dev.createShaderModule({ code });
   const msgs = (await module.getCompilationInfo()).messages.filter((m) => m.type === "error");
   if (msgs.length) throw new Error(msgs.map((m) => `${m.lineNum}: ${m.message}`).join("\n"));
@@ -200,8 +276,8 @@ for (const unrolled of [false, true, false, true]) {
     compute: { module, entryPoint: "main" },
   });
   for (const M of sizes) {
-    const P = dev.createBuffer({ size: 16, usage: U.UNIFORM | U.COPY_DST });
-    dev.queue.writeBuffer(P, 0, new Uint32Array([M, N, K, 0]));
+    const P = dev.createBuffer({ size: 32, usage: U.UNIFORM | U.COPY_DST });
+    dev.queue.writeBuffer(P, 0, new Uint32Array(f.engine ? [K, K, M, N, 0, 0, 0, 0] : [M, N, K, 0]));
     const bg = dev.createBindGroup({
       layout: pipe.getBindGroupLayout(0),
       entries: [P, A, B, C].map((buffer, binding) => ({ binding, resource: { buffer } })),
@@ -212,7 +288,8 @@ for (const unrolled of [false, true, false, true]) {
         const pass = e.beginComputePass();
         pass.setPipeline(pipe);
         pass.setBindGroup(0, bg);
-        pass.dispatchWorkgroups(N / BN, M / BM);
+        if (f.mfast || f.engine) pass.dispatchWorkgroups(M / BM, N / BN);
+        else pass.dispatchWorkgroups(N / BN, M / BM);
         pass.end();
       }
       e.copyBufferToBuffer(C, 0, rb, 0, 16);
@@ -240,7 +317,7 @@ for (const unrolled of [false, true, false, true]) {
     }
     const tflops = (2 * M * N * K) / (ms * 1e-3) / 1e12;
     console.log(
-      `${unrolled ? "unrolled" : "arrays  "} ${M}x${N}x${K}: ${ms.toFixed(3)} ms, ${
+      `${f.engine ? "engine  " : unrolled ? "unrolled" : "arrays  "} ${M}x${N}x${K}: ${ms.toFixed(3)} ms, ${
         tflops.toFixed(1)
       } TFLOP/s, ` +
         `${bad}/200 wrong`,

@@ -49,7 +49,7 @@ export interface Activations {
   xl: GPUBuffer; // (logitRows, hidden) f32
   logits: GPUBuffer; // (logitRows, vocab) f32
   splitk: GPUBuffer; // (splits, rows, hidden) f32: split-K partials of the narrow prefill matmuls (o, down)
-  matrix?: MatrixScratch; // f16 x (rows, max K) and weight rows: prefill matmuls on matrix units
+  matrix?: MatrixScratch; // f16 x (rows, max K), weight rows, f32 tiles: prefill matmuls on matrix units
   maxSplit: number;
   cap: Capacity;
   /** Buffers of the non-dense layers a model declares (absent for dense models). */
@@ -133,7 +133,7 @@ export function allocActivations(
     xl: mk("xl", cap.logitRows * d.hidden * 4),
     logits: mk("logits", cap.logitRows * d.vocab * 4),
     splitk: mk("splitk", splitKRows(gpu.profile, cap.rows) * d.hidden * 4),
-    ...(mx ? { matrix: { x: mk("matrix_x", mx.x), w: mk("matrix_w", mx.w) } } : {}),
+    ...(mx ? { matrix: { x: mk("matrix_x", mx.x), w: mk("matrix_w", mx.w), y: mk("matrix_y", mx.y) } } : {}),
     maxSplit,
     cap,
     hybrid: hd ? allocHybrid(gpu, d, R, hd, mk) : {},

@@ -51,7 +51,7 @@ export interface MatmulArgs {
   int8AnySize?: boolean;
   /**
    * Tiled mode on matrix units (`usesMatrixUnits`): f16 scratch for x's rows (rows, K) and the weight
-   * (N, K) of the largest shard (`matrixScratchBytes`).
+   * (N, K) of the largest shard, f32 scratch for their product's tiles (`matrixScratchBytes`).
    */
   matrixScratch?: MatrixScratch;
 }
@@ -136,7 +136,7 @@ export async function matmul(ctx: OpContext, a: MatmulArgs): Promise<void> {
         await vectorInt8(ctx, { ...shard, params: vparams });
       } else await vector(ctx, { ...shard, params: vparams }, w);
     } else if (matrix) {
-      await tiledMatrix(ctx, shard, a.matrixScratch!, a.splitK);
+      await tiledMatrix(ctx, shard, a.matrixScratch!);
     } else if (!a.f32x && usesInt8X(ctx.gpu, w, "tiled")) {
       await tiledInt8(ctx, shard, a.splitK);
     } else {
@@ -224,7 +224,7 @@ async function tiledInt8(ctx: OpContext, s: Shard, scratch?: MatmulArgs["splitK"
     });
     await record(ctx, { file: "matmul_splitk.wgsl", defines: s.defines }, {
       buffers: { part: scratch!.buffer, y: s.buffers.y, ...(s.buffers.bias ? { bias: s.buffers.bias } : {}) },
-      params: { M, N, row0: s.params.row0, ldy: s.params.ldy, n_off: s.params.n_off, splits },
+      params: { M, N, row0: s.params.row0, ldy: s.params.ldy, n_off: s.params.n_off, splits, mp: M, ldp: N },
       grid: [Math.ceil(N / 256), M, 1],
     });
     return;
@@ -262,10 +262,10 @@ export function splitKRows(profile: KernelProfile, rows: number): number {
 }
 
 /**
- * K-splits of a tiled matmul and the k per split (a multiple of `unit`: the kernel's K step, 64 on int8 x, 32
- * on matrix units): `splitK` parts for narrow matrices (N < wideN) in steps of at most splitKMaxRows rows
- * whose partials fit the scratch at its full row capacity, else one. Depends on N, K and the engine's step
- * capacity only, never on M.
+ * K-splits of a tiled int8-x matmul and the k per split (a multiple of `unit`, the kernel's K step: 64):
+ * `splitK` parts for narrow matrices (N < wideN) in steps of at most splitKMaxRows rows whose partials fit
+ * the scratch at its full row capacity, else one. Depends on N, K and the engine's step capacity only, never
+ * on M. (Matrix units: `matrixSplits`.)
  */
 export function splitsFor(
   t: MatmulProfile["tiled"],

@@ -1,8 +1,8 @@
 /**
  * Host wrapper of the prefill matmul on matrix units (Dawn's subgroup matrices): x's rows to f16
- * (`rows_f16.wgsl`), each weight shard dequantized to f16 in blocks of rows (`dequant_f16.wgsl`), then the
- * f16 GEMM with f32 accumulation and the usual epilogues (`matmul_sgmat.wgsl`). Both f16 copies live in a
- * scratch the engine allocates once (`matrixScratchFor`).
+ * (`rows_f16.wgsl`), each weight shard dequantized to f16 in blocks of rows (`dequant_f16.wgsl`), the f16
+ * GEMM into f32 tiles (`matmul_sgmat.wgsl`), then their sum over K-splits with the usual epilogues
+ * (`matmul_splitk.wgsl`). The scratches are allocated once by the engine (`matrixScratchBytes`).
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
@@ -11,16 +11,21 @@ import type { Defines } from "../gpu/preprocess.ts";
 import { matrixKernelsRun } from "../platform/mod.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { Linear } from "./linear.ts";
-import { type MatmulArgs, type Shard, splitsFor } from "./matmul.ts";
+import type { MatmulProfile } from "../gpu/profile.ts";
+import type { MatmulArgs, Shard } from "./matmul.ts";
 
-/** f16 copies of x's rows (rows, K) and of a block of weight rows (N, K). */
+/** f16 copies of x's rows (rows, K) and of a block of weight rows (N, K); the f32 tiles of their product. */
 export interface MatrixScratch {
   x: GPUBuffer;
   w: GPUBuffer;
+  y: GPUBuffer;
 }
 
-/** Ceiling of the weight scratch: a larger shard is dequantized and multiplied in blocks of rows. */
+/** Ceiling of the weight and tile scratches: larger shards are dequantized and multiplied in row blocks. */
 export const MATRIX_WEIGHT_SCRATCH_BYTES = 256 * 2 ** 20;
+
+/** Rows up to a whole 128-row tile: the kernel reads and writes whole tiles. */
+const whole = (n: number) => Math.ceil(n / 128) * 128;
 
 /**
  * Whether prefill matmuls of this weight run on matrix units: the profile's `tiled.matrixUnits`, an adapter
@@ -41,26 +46,57 @@ export function usesMatrixUnits(
 
 /**
  * Scratch sizes for `rows` prefill rows and these weights (those that take matrix units), or null where none
- * does: x at the largest K, the weight at its largest shard up to MATRIX_WEIGHT_SCRATCH_BYTES.
+ * does: x at the largest K, the weight at its largest shard and its f32 tiles (every split's) up to
+ * MATRIX_WEIGHT_SCRATCH_BYTES each, rows rounded up to whole tiles.
  */
 export function matrixScratchBytes(
   gpu: Pick<Gpu, "info" | "profile">,
   rows: number,
   linears: readonly Linear[],
-): { x: number; w: number } | null {
+): { x: number; w: number; y: number } | null {
   const on = linears.filter((l) => usesMatrixUnits(gpu, l));
   if (!on.length) return null;
+  const t = gpu.profile.matmul.tiled;
   const maxK = Math.max(...on.map((l) => l.K));
-  const w = Math.max(...on.flatMap((l) => l.shards.map((s) => s.n * l.K * 2)));
-  // At least 128 rows of the longest K: one tile's worth per block.
-  return { x: rows * maxK * 2, w: Math.max(128 * maxK * 2, Math.min(w, MATRIX_WEIGHT_SCRATCH_BYTES)) };
+  const w = Math.max(...on.flatMap((l) => l.shards.map((s) => whole(s.n) * l.K * 2)));
+  const y = Math.max(
+    ...on.flatMap((l) =>
+      l.shards.map((s) => matrixSplits(t, s.n, l.K).splits * whole(s.n) * whole(rows) * 4)
+    ),
+  );
+  // At least one 128-row block of the longest K and its tiles.
+  const cap = MATRIX_WEIGHT_SCRATCH_BYTES;
+  return {
+    x: whole(rows) * maxK * 2,
+    w: Math.max(128 * maxK * 2, Math.min(w, cap)),
+    y: Math.max(t.splitK * 128 * whole(rows) * 4, Math.min(y, cap)),
+  };
+}
+
+/**
+ * K-splits of a matrix-unit matmul: narrow matrices (N < wideN) have too few 128×128 tiles to fill the GPU,
+ * so their K is summed in `splitK` parts (k per part a multiple of 32). Depends on N and K only, never on M.
+ */
+export function matrixSplits(
+  t: MatmulProfile["tiled"],
+  N: number,
+  K: number,
+): { splits: number; kc: number } {
+  const want = N < t.wideN ? Math.min(t.splitK, Math.floor(K / 32)) : 1;
+  if (want < 2) return { splits: 1, kc: K };
+  const kc = Math.ceil(K / want / 32) * 32;
+  return { splits: Math.ceil(K / kc), kc };
 }
 
 /** x's rows [row0, row0 + M) as f16 into the scratch, once for all of a weight's shards. */
 export async function rowsF16(ctx: OpContext, a: MatmulArgs, sc?: MatrixScratch): Promise<void> {
   const K = a.w.K;
   check(!!sc, "matmul", `${a.w.name}: matrix units need MatmulArgs.matrixScratch`);
-  check(a.M * K * 2 <= sc!.x.size, "matmul", `${a.w.name}: ${a.M} rows of K=${K} exceed the f16 x scratch`);
+  check(
+    whole(a.M) * K * 2 <= sc!.x.size,
+    "matmul",
+    `${a.w.name}: ${a.M} rows of K=${K} exceed the f16 x scratch`,
+  );
   check(128 * K * 2 <= sc!.w.size, "matmul", `${a.w.name}: K=${K} exceeds the f16 weight scratch`);
   await record(ctx, { file: "rows_f16.wgsl" }, {
     buffers: { x: a.x, out: sc!.x },
@@ -70,23 +106,24 @@ export async function rowsF16(ctx: OpContext, a: MatmulArgs, sc?: MatrixScratch)
 }
 
 /**
- * One weight shard on matrix units: blocks of its rows (as many as the scratch holds, a multiple of 128)
- * dequantized to f16, each followed by its 128×128 tiles of f16 products accumulated in f32; narrow matrices
- * split K into partials that matmul_splitk.wgsl sums with the epilogue.
+ * One weight shard on matrix units: blocks of its rows (as many as the scratches hold, a multiple of 128)
+ * dequantized to f16, each followed by its 128×128 tiles of f16 products accumulated in f32 (K in parts for
+ * narrow matrices), then matmul_splitk.wgsl sums the parts in order with the epilogue.
  */
-export async function tiledMatrix(
-  ctx: OpContext,
-  s: Shard,
-  sc: MatrixScratch,
-  splitK?: MatmulArgs["splitK"],
-): Promise<void> {
+export async function tiledMatrix(ctx: OpContext, s: Shard, sc: MatrixScratch): Promise<void> {
   const { M, N, K } = s.params;
   const { SCALE_F16, OUT_F32, ADD, BIAS } = s.defines;
   const epilogue: Defines = {};
   if (OUT_F32) epilogue.OUT_F32 = 1;
   if (ADD) epilogue.ADD = 1;
   if (BIAS) epilogue.BIAS = 1;
-  const block = Math.floor(sc.w.size / (2 * K * 128)) * 128;
+  const { splits, kc } = matrixSplits(ctx.gpu.profile.matmul.tiled, N, K);
+  const mp = whole(M);
+  const block = Math.min(
+    Math.floor(sc.w.size / (2 * K * 128)),
+    Math.floor(sc.y.size / (4 * splits * mp * 128)),
+  ) * 128;
+  check(block > 0, "matmul", `${M} rows of N=${N}, K=${K} exceed the matrix-unit scratch`);
   const wordsPerRow = (K * s.overrides.BITS) / 32;
   const groupsPerRow = K / s.overrides.GS;
   for (let n0 = 0; n0 < N; n0 += block) {
@@ -115,25 +152,26 @@ export async function tiledMatrix(
       params: { N: n, K },
       grid: grid1d(Math.ceil((n * K) / 8 / 256)),
     });
-    const buffers: Record<string, BufferResource> = { a: sc.x, b: sc.w, y: s.buffers.y };
-    if (s.buffers.bias) buffers.bias = n === N ? s.buffers.bias : rowsOf(s.buffers.bias, 4);
-    const params = { ...s.params, N: n, n_off: s.params.n_off + n0 };
-    const grid: [number, number, number] = [Math.ceil(M / 128), Math.ceil(n / 128), 1];
-    // Narrow matrices have too few 128×128 tiles to fill the GPU: split K as the int8-x path does.
-    const { splits, kc } = splitsFor(ctx.gpu.profile.matmul.tiled, n, K, splitK, 32);
-    if (splits === 1) {
-      await record(ctx, { file: "matmul_sgmat.wgsl", defines: epilogue }, { buffers, params, grid });
-      continue;
-    }
-    // Partials (splits, M, n) f32 into the scratch, then their sum in order with the epilogue.
-    await record(ctx, { file: "matmul_sgmat.wgsl", defines: { OUT_F32: 1, SPLITK: 1 } }, {
-      buffers: { a: sc.x, b: sc.w, y: splitK!.buffer },
-      params: { ...params, row0: 0, ldy: n, n_off: 0, kc },
-      grid: [grid[0], grid[1], splits],
+    const ldp = whole(n);
+    await record(ctx, { file: "matmul_sgmat.wgsl" }, {
+      buffers: { a: sc.x, b: sc.w, part: sc.y },
+      params: { K, kc, mp, ldp },
+      grid: [mp / 128, ldp / 128, splits],
     });
+    const buffers: Record<string, BufferResource> = { part: sc.y, y: s.buffers.y };
+    if (s.buffers.bias) buffers.bias = n === N ? s.buffers.bias : rowsOf(s.buffers.bias, 4);
     await record(ctx, { file: "matmul_splitk.wgsl", defines: epilogue }, {
-      buffers: { part: splitK!.buffer, y: buffers.y, ...(buffers.bias ? { bias: buffers.bias } : {}) },
-      params: { M, N: n, row0: s.params.row0, ldy: s.params.ldy, n_off: params.n_off, splits },
+      buffers,
+      params: {
+        M,
+        N: n,
+        row0: s.params.row0,
+        ldy: s.params.ldy,
+        n_off: s.params.n_off + n0,
+        splits,
+        mp,
+        ldp,
+      },
       grid: [Math.ceil(n / 256), M, 1],
     });
   }

@@ -1,9 +1,10 @@
 /**
  * What the engine decides for the matrix units without running them (CI has none): which linears take them
  * (`usesMatrixUnits`: 4- and 8-bit weights with K a multiple of 32, on a device offering f16 16×16×16
- * matrices with subgroups of 32, when the profile allows), the f16 scratch the engine allocates for them
- * (`matrixScratchBytes`: x at the largest K for the step's rows, the largest shard capped at 256 MiB but
- * never below one 128-row block; the engine leaves out the vocab-sized embedding and LM head), and
+ * matrices with subgroups of 32, when the profile allows), the scratches the engine allocates for them
+ * (`matrixScratchBytes`: x at the largest K for the step's rows, the largest shard and its f32 tiles capped
+ * at 256 MiB but never below one 128-row block, rows in whole tiles; the engine leaves out the vocab-sized
+ * embedding and LM head), the K-splits of narrow matrices (`matrixSplits`), and
  * `linearsIn`, which finds every dense Linear of a model's weights and no expert stack (the MoE fixture,
  * loaded here).
  */
@@ -16,6 +17,7 @@ import type { Linear, WeightFormat } from "../../src/ops/linear.ts";
 import {
   MATRIX_WEIGHT_SCRATCH_BYTES,
   matrixScratchBytes,
+  matrixSplits,
   usesMatrixUnits,
 } from "../../src/ops/matmul_matrix.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
@@ -67,20 +69,40 @@ describe("matrix units: choice and scratch", () => {
     expect(usesMatrixUnits(device({}, false), { format: q(4), K: 2560 })).toBe(false);
   });
 
-  test("scratch: x for the rows at the largest K; the largest shard, capped, never below a 128-row block", () => {
-    const d = device();
-    const lins = [linear(6144, 2560, q(4)), linear(2560, 9728, q(4)), linear(19456, 2560, q(4))];
-    expect(matrixScratchBytes(d, 2048, lins)).toEqual({ x: 2048 * 9728 * 2, w: 19456 * 2560 * 2 });
-    // A 3-bit weight with a larger K takes no matrix units, so it sizes nothing.
-    expect(matrixScratchBytes(d, 64, [...lins, linear(512, 16384, q(3))])!.x).toBe(64 * 9728 * 2);
-    // Shards: the largest one counts, not the whole matrix.
-    expect(matrixScratchBytes(d, 64, [linear(3000, 1024, q(8), [1000, 2000])])!.w).toBe(2000 * 1024 * 2);
-    const huge = linear(200_000, 4096, q(4));
-    expect(matrixScratchBytes(d, 64, [huge])!.w).toBe(MATRIX_WEIGHT_SCRATCH_BYTES);
-    const longK = linear(128, 2 ** 20, q(4));
-    expect(matrixScratchBytes(d, 64, [longK])!.w).toBe(128 * 2 ** 20 * 2);
-    expect(matrixScratchBytes(device({}, false), 2048, lins)).toBeNull();
-    expect(matrixScratchBytes(d, 2048, [linear(512, 512, q(3))])).toBeNull();
+  test(
+    "scratch: x for the rows at the largest K; the largest shard and its f32 tiles, capped, never below a " +
+      "128-row block; rows in whole tiles",
+    () => {
+      const d = device();
+      const lins = [linear(6144, 2560, q(4)), linear(2560, 9728, q(4)), linear(19456, 2560, q(4))];
+      expect(matrixScratchBytes(d, 2048, lins)).toEqual({
+        x: 2048 * 9728 * 2,
+        w: 19456 * 2560 * 2,
+        y: 2048 * 19456 * 4, // gate|up's tiles outgrow down_proj's two K-splits of 2560 columns
+      });
+      // A 3-bit weight with a larger K takes no matrix units, so it sizes nothing; rows: whole tiles.
+      expect(matrixScratchBytes(d, 64, [...lins, linear(512, 16384, q(3))])!.x).toBe(128 * 9728 * 2);
+      // Shards: the largest one counts, not the whole matrix, in whole tiles; narrow ones with their splits.
+      const sharded = matrixScratchBytes(d, 64, [linear(3000, 1024, q(8), [1000, 2000])])!;
+      expect(sharded.w).toBe(2048 * 1024 * 2);
+      expect(sharded.y).toBe(2 * 2048 * 128 * 4);
+      const huge = linear(200_000, 4096, q(4));
+      expect(matrixScratchBytes(d, 64, [huge])!.w).toBe(MATRIX_WEIGHT_SCRATCH_BYTES);
+      expect(matrixScratchBytes(d, 2048, [huge])!.y).toBe(MATRIX_WEIGHT_SCRATCH_BYTES);
+      const longK = linear(128, 2 ** 20, q(4));
+      expect(matrixScratchBytes(d, 64, [longK])!.w).toBe(128 * 2 ** 20 * 2);
+      expect(matrixScratchBytes(device({}, false), 2048, lins)).toBeNull();
+      expect(matrixScratchBytes(d, 2048, [linear(512, 512, q(3))])).toBeNull();
+    },
+  );
+
+  test("K-splits: narrow matrices in splitK parts (k a multiple of 32), wide ones whole, whatever M", () => {
+    const t = device().profile.matmul.tiled;
+    expect(t.splitK).toBe(2);
+    expect(matrixSplits(t, 2560, 9728)).toEqual({ splits: 2, kc: 4864 });
+    expect(matrixSplits(t, 2560, 4000)).toEqual({ splits: 2, kc: 2016 });
+    expect(matrixSplits(t, 19456, 2560)).toEqual({ splits: 1, kc: 2560 });
+    expect(matrixSplits(t, 100, 32)).toEqual({ splits: 1, kc: 32 });
   });
 });
 

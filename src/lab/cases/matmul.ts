@@ -164,7 +164,8 @@ export async function bindMatmul(
   const rows = i.row0 + i.M;
   const kRows = i.mode === "tiled" ? splitKRows(g.profile, rows) : 0;
   const splitK = kRows ? { buffer: set.scratch("splitk", kRows * i.N * 4), rows } : undefined;
-  // The matrix units' f16 scratch by the engine's rule, NaN-filled like split-K's.
+  // The matrix units' scratches by the engine's rule, NaN-filled like split-K's (rows past M or N there
+  // must never reach y).
   const mxBytes = i.mx ? matrixScratchBytes(g, rows, [w])! : null;
   const block = Number(i.shape.mxblock ?? 0);
   if (block % 128) throw new ShapeError("matmul: mxblock must be a multiple of 128");
@@ -172,6 +173,7 @@ export async function bindMatmul(
     ? {
       x: set.scratch("matrix_x", mxBytes.x),
       w: set.scratch("matrix_w", block ? block * i.K * 2 : mxBytes.w),
+      y: set.scratch("matrix_y", mxBytes.y),
     }
     : undefined;
   for (const p of parts ?? [{ M: i.M, row0: i.row0 }]) {
