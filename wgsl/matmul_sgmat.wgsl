@@ -4,7 +4,9 @@
 // a is x's rows as f16 (rows_f16.wgsl), b the weight as f16 (dequant_f16.wgsl), both (rows, K) with K a
 // multiple of 32 and rows up to the next multiple of 128 present in their buffers: every tile is whole, so
 // nothing is clamped or masked (rows past M or N only reach partials nobody reads). mp and ldp are M and N
-// rounded up to 128. Split z sums k in [z·kc, min((z + 1)·kc, K)) (kc a multiple of 32; one split: kc = K).
+// rounded up to 128. FUSED_DEQUANT: the MLX 4/8-bit weight itself instead of b (w, scales, biases as in
+// dequant_f16.wgsl, whose arithmetic each piece repeats as it is staged: the same halves; rows past N read
+// whatever the bounds checks give, finite, into dropped columns). Split z sums k in [z·kc, min((z + 1)·kc, K)) (kc a multiple of 32; one split: kc = K).
 // Tiles of 128 × 128 × 32 are staged in workgroup memory (lanes copy 16-byte pieces, four lanes a row, and
 // store them as f16: whole-fragment copies by subgroupMatrixLoad/Store were 2× slower, bench/NOTES.md #125),
 // the next tile's pieces held in registers meanwhile. 2×2 subgroups each own 4×4 fragments of 16×16,
@@ -30,7 +32,15 @@ struct Params {
 }
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;   // (mp, K / 8): 8 halves each
+#ifdef FUSED_DEQUANT
+override BITS: u32 = 4;
+override GS: u32 = 64;
+@group(0) @binding(2) var<storage, read> w: array<u32>;        // (N, K·BITS/32)
+@group(0) @binding(4) var<storage, read> scales: array<u32>;   // (N, K / GS) 16-bit, two a word
+@group(0) @binding(5) var<storage, read> biases: array<u32>;
+#else
 @group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;   // (ldp, K / 8)
+#endif
 @group(0) @binding(3) var<storage, read_write> part: array<f32>;   // (splits · mp, ldp)
 
 var<workgroup> sa: array<f16, TILE * SA>;
@@ -40,6 +50,38 @@ alias Left = subgroup_matrix_left<f16, 16, 16>;
 alias Right = subgroup_matrix_right<f16, 16, 16>;
 alias Acc = subgroup_matrix_result<f32, 16, 16>;
 
+#ifdef FUSED_DEQUANT
+// The raw words of weight row n's 8-value unit u: the weight's (one word 4-bit, two 8-bit), its group's
+// scale and bias words; decoded by `unit_f16` once staged, so the loads stay in flight over the products.
+fn unit_words(n: u32, u: u32) -> vec4<u32> {
+  let g = (n * (params.K / GS) + (u * 8u) / GS) >> 1u;
+  if (BITS == 4u) { return vec4<u32>(w[n * (params.K / 8u) + u], 0u, scales[g], biases[g]); }
+  let i = n * (params.K / 4u) + 2u * u;
+  return vec4<u32>(w[i], w[i + 1u], scales[g], biases[g]);
+}
+
+// The unit as 8 packed halves: dequant_f16.wgsl's arithmetic.
+fn unit_f16(q: vec4<u32>, n: u32, u: u32) -> vec4<u32> {
+  let g = n * (params.K / GS) + (u * 8u) / GS;
+  let s = half_at(q.z, g);
+  let b = half_at(q.w, g);
+  var lo: vec4<f32>;
+  var hi: vec4<f32>;
+  if (BITS == 4u) {
+    let v = vec4<u32>(q.x);
+    lo = vec4<f32>((v >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
+    hi = vec4<f32>((v >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
+  } else {
+    let shifts = vec4<u32>(0u, 8u, 16u, 24u);
+    lo = vec4<f32>((vec4<u32>(q.x) >> shifts) & vec4<u32>(255u));
+    hi = vec4<f32>((vec4<u32>(q.y) >> shifts) & vec4<u32>(255u));
+  }
+  let x = fma(vec4<f32>(s), lo, vec4<f32>(b));
+  let y = fma(vec4<f32>(s), hi, vec4<f32>(b));
+  return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
+}
+
+#endif
 // Written as the f16 GEMM experiment's generated code is (bench/experiments/sgmat_gemm.ts): each address
 // computed where it is used, the staging inline; a version with precomputed addresses and helper functions
 // made the 4B's prefill linears 1.46× slower (bench/NOTES.md #126).
@@ -65,10 +107,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   { let ch = t + 1u * LANES; pa1 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
   { let ch = t + 2u * LANES; pa2 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
   { let ch = t + 3u * LANES; pa3 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
+#ifdef FUSED_DEQUANT
+  { let ch = t + 0u * LANES; pb0 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
   { let ch = t + 0u * LANES; pb0 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+  { let ch = t + 1u * LANES; pb1 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
   { let ch = t + 1u * LANES; pb1 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+  { let ch = t + 2u * LANES; pb2 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
   { let ch = t + 2u * LANES; pb2 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+  { let ch = t + 3u * LANES; pb3 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
   { let ch = t + 3u * LANES; pb3 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
   for (var kt = 0u; kt < nk; kt++) {
     workgroupBarrier();
     { let ch = t + 0u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u; let v = pa0;
@@ -91,22 +149,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       sa[o] = h0.x; sa[o + 1u] = h0.y; sa[o + 2u] = h1.x; sa[o + 3u] = h1.y;
       sa[o + 4u] = h2.x; sa[o + 5u] = h2.y; sa[o + 6u] = h3.x; sa[o + 7u] = h3.y; }
+#ifdef FUSED_DEQUANT
+    { let ch = t + 0u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u;
+      let v = unit_f16(pb0, n0 + ch / 4u, (c0 + kt) * 4u + ch % 4u);
+#else
     { let ch = t + 0u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u; let v = pb0;
+#endif
       let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       sb[o] = h0.x; sb[o + 1u] = h0.y; sb[o + 2u] = h1.x; sb[o + 3u] = h1.y;
       sb[o + 4u] = h2.x; sb[o + 5u] = h2.y; sb[o + 6u] = h3.x; sb[o + 7u] = h3.y; }
+#ifdef FUSED_DEQUANT
+    { let ch = t + 1u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u;
+      let v = unit_f16(pb1, n0 + ch / 4u, (c0 + kt) * 4u + ch % 4u);
+#else
     { let ch = t + 1u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u; let v = pb1;
+#endif
       let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       sb[o] = h0.x; sb[o + 1u] = h0.y; sb[o + 2u] = h1.x; sb[o + 3u] = h1.y;
       sb[o + 4u] = h2.x; sb[o + 5u] = h2.y; sb[o + 6u] = h3.x; sb[o + 7u] = h3.y; }
+#ifdef FUSED_DEQUANT
+    { let ch = t + 2u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u;
+      let v = unit_f16(pb2, n0 + ch / 4u, (c0 + kt) * 4u + ch % 4u);
+#else
     { let ch = t + 2u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u; let v = pb2;
+#endif
       let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       sb[o] = h0.x; sb[o + 1u] = h0.y; sb[o + 2u] = h1.x; sb[o + 3u] = h1.y;
       sb[o + 4u] = h2.x; sb[o + 5u] = h2.y; sb[o + 6u] = h3.x; sb[o + 7u] = h3.y; }
+#ifdef FUSED_DEQUANT
+    { let ch = t + 3u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u;
+      let v = unit_f16(pb3, n0 + ch / 4u, (c0 + kt) * 4u + ch % 4u);
+#else
     { let ch = t + 3u * LANES; let o = (ch / 4u) * SA + (ch % 4u) * 8u; let v = pb3;
+#endif
       let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y);
       let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w);
       sb[o] = h0.x; sb[o + 1u] = h0.y; sb[o + 2u] = h1.x; sb[o + 3u] = h1.y;
@@ -118,10 +196,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       { let ch = t + 1u * LANES; pa1 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
       { let ch = t + 2u * LANES; pa2 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
       { let ch = t + 3u * LANES; pa3 = a[(m0 + ch / 4u) * k8 + c + ch % 4u]; }
+#ifdef FUSED_DEQUANT
+      { let ch = t + 0u * LANES; pb0 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
       { let ch = t + 0u * LANES; pb0 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+      { let ch = t + 1u * LANES; pb1 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
       { let ch = t + 1u * LANES; pb1 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+      { let ch = t + 2u * LANES; pb2 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
       { let ch = t + 2u * LANES; pb2 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
+#ifdef FUSED_DEQUANT
+      { let ch = t + 3u * LANES; pb3 = unit_words(n0 + ch / 4u, c + ch % 4u); }
+#else
       { let ch = t + 3u * LANES; pb3 = b[(n0 + ch / 4u) * k8 + c + ch % 4u]; }
+#endif
     }
     for (var kk = 0u; kk < BK; kk += 16u) {
       let l0 = subgroupMatrixLoad<Left>(&sa, (sm * 4u + 0u) * 16u * SA + kk, false, SA);

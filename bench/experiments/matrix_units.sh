@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# The matrix units on a GPU where Dawn offers f16 subgroup matrices (bench/NOTES.md #115–#126): the prefill
+# The matrix units on a GPU where Dawn offers f16 subgroup matrices (bench/NOTES.md #115–#127): the prefill
 # matmul's (src/ops/matmul_matrix.ts: rows_f16, dequant_f16, matmul_sgmat, matmul_splitk) lab checks against
-# the float64 reference on the test's odd shapes; the bundled model's greedy ids and NLL on Dawn beside Deno's
-# WebGPU; the engine's GEMM kernel beside the f16 GEMM experiment in one harness; the 4B's prefill linears in
-# GPU time (timestamps: Dawn's event-loop stalls, #117, do not reach them) on int8 x and on matrix units; then
-# the 4B end to end on Deno and on Dawn (three runs each). On the lent H200: source .device/setup.sh, unpack
-# dawn.node, FLINT_DAWN_NODE=..., then this.
+# the float64 reference on the test's odd shapes, weights dequantized in a pass and inside the GEMM; the
+# bundled model's greedy ids and NLL on Dawn beside Deno's WebGPU; the engine's GEMM kernel beside the f16
+# GEMM experiment in one harness; the 4B's prefill linears in GPU time (timestamps: Dawn's event-loop stalls,
+# #117, do not reach them) on int8 x and on matrix units; then the 4B end to end on Deno and on Dawn (three
+# runs each). On the lent H200: source .device/setup.sh, unpack dawn.node, FLINT_DAWN_NODE=..., then this.
 set -u
 K="deno task kernel wgsl/matmul_sgmat.wgsl --no-probe --webgpu dawn"
 # Tint warns on every subgroupMatrixLoad/Store spelling (deprecated builtin): keep the lab's own lines.
 keep() { grep -Ev 'deprecated|\^|subgroupMatrix|^:[0-9]|warning|^$|Compilation log'; }
-for s in w=q4g64,scale=bf16,out=act,M=37,N=133,K=320 \
-  w=q4g32,scale=f16,out=f32,M=130,N=257,K=96,splitk=3 \
-  w=q4g128,scale=bf16,out=add,M=200,N=129,K=512,row0=3,noff=5,pad=2 \
-  w=q4g64,scale=f16,out=act,M=129,N=300,K=2560,shards=3,splitk=1 \
-  w=q8g64,scale=bf16,out=f32,M=70,N=200,K=192,bias=1 \
-  w=q8g32,scale=f16,out=add,M=131,N=333,K=160,mxblock=128,noff=3,pad=1 \
-  w=q4g32,scale=bf16,out=act,M=64,N=390,K=96,mxblock=256,bias=1,shards=2 \
-  w=q4g64,scale=bf16,out=f32,M=256,N=384,K=512,splitk=1 \
-  w=q4g64,scale=bf16,out=add,M=300,N=2560,K=4096; do
-  echo "$s: $($K --shape "$s" --iters 0 2>&1 | keep | grep -E "^  y:|rror" | head -2)"
+for d in pass fused; do
+  for s in w=q4g64,scale=bf16,out=act,M=37,N=133,K=320 \
+    w=q4g32,scale=f16,out=f32,M=130,N=257,K=96,splitk=3 \
+    w=q4g128,scale=bf16,out=add,M=200,N=129,K=512,row0=3,noff=5,pad=2 \
+    w=q4g64,scale=f16,out=act,M=129,N=300,K=2560,shards=3,splitk=1 \
+    w=q8g64,scale=bf16,out=f32,M=70,N=200,K=192,bias=1 \
+    w=q8g32,scale=f16,out=add,M=131,N=333,K=160,mxblock=128,noff=3,pad=1 \
+    w=q4g32,scale=bf16,out=act,M=64,N=390,K=96,mxblock=256,bias=1,shards=2 \
+    w=q4g64,scale=bf16,out=f32,M=256,N=384,K=512,splitk=1 \
+    w=q4g64,scale=bf16,out=add,M=300,N=2560,K=4096; do
+    echo "$d $s: $($K --shape "$s,dequant=$d" --iters 0 2>&1 | keep | grep -E "^  y:|rror" | head -2)"
+  done
 done
 P="def main():\n    print('hello from flint')\n\nfor i in range(10):\n    main()\n"
 for w in deno dawn; do

@@ -55,6 +55,12 @@ export interface MatmulProfile {
      * src/ops/matmul_matrix.ts): x and the weight converted to f16, then an f16 GEMM (bench/NOTES.md #116).
      */
     matrixUnits: boolean;
+    /**
+     * Matrix units: steps of at most this many rows dequantize the weights to f16 inside the GEMM as it
+     * stages each tile (`matmul_sgmat.wgsl` FUSED_DEQUANT); larger ones in a pass of their own into a scratch
+     * (`dequant_f16.wgsl`). The same halves either way, so M may choose.
+     */
+    matrixFusedDequantMaxRows: number;
   };
 }
 
@@ -152,6 +158,7 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
       splitK: 2,
       splitKMaxRows: 4096,
       matrixUnits: true,
+      matrixFusedDequantMaxRows: 512,
     },
   },
   moe: {

@@ -117,10 +117,13 @@ export async function tiledMatrix(ctx: OpContext, s: Shard, sc: MatrixScratch): 
   if (OUT_F32) epilogue.OUT_F32 = 1;
   if (ADD) epilogue.ADD = 1;
   if (BIAS) epilogue.BIAS = 1;
-  const { splits, kc } = matrixSplits(ctx.gpu.profile.matmul.tiled, N, K);
+  const t = ctx.gpu.profile.matmul.tiled;
+  // Short steps dequantize inside the GEMM: a pass of its own costs as much at any M (bench/NOTES.md #127).
+  const fused = M <= t.matrixFusedDequantMaxRows;
+  const { splits, kc } = matrixSplits(t, N, K);
   const mp = whole(M);
   const block = Math.min(
-    Math.floor(sc.w.size / (2 * K * 128)),
+    fused ? Infinity : Math.floor(sc.w.size / (2 * K * 128)),
     Math.floor(sc.y.size / (4 * splits * mp * 128)),
   ) * 128;
   check(block > 0, "matmul", `${M} rows of N=${N}, K=${K} exceed the matrix-unit scratch`);
@@ -138,26 +141,34 @@ export async function tiledMatrix(ctx: OpContext, s: Shard, sc: MatrixScratch): 
       };
     };
     const scaleRow = groupsPerRow * 2;
-    await record(ctx, {
-      file: "dequant_f16.wgsl",
-      defines: SCALE_F16 ? { SCALE_F16 } : {},
-      overrides: s.overrides,
-    }, {
-      buffers: {
-        w: n === N ? s.buffers.w : rowsOf(s.buffers.w, wordsPerRow * 4),
-        scales: n === N ? s.buffers.scales : rowsOf(s.buffers.scales, scaleRow),
-        biases: n === N ? s.buffers.biases : rowsOf(s.buffers.biases, scaleRow),
-        out: sc.w,
-      },
-      params: { N: n, K },
-      grid: grid1d(Math.ceil((n * K) / 8 / 256)),
-    });
+    const weight = {
+      w: n === N ? s.buffers.w : rowsOf(s.buffers.w, wordsPerRow * 4),
+      scales: n === N ? s.buffers.scales : rowsOf(s.buffers.scales, scaleRow),
+      biases: n === N ? s.buffers.biases : rowsOf(s.buffers.biases, scaleRow),
+    };
+    const scale: Defines = SCALE_F16 ? { SCALE_F16 } : {};
     const ldp = whole(n);
-    await record(ctx, { file: "matmul_sgmat.wgsl" }, {
-      buffers: { a: sc.x, b: sc.w, part: sc.y },
+    const gemm = {
       params: { K, kc, mp, ldp },
-      grid: [mp / 128, ldp / 128, splits],
-    });
+      grid: [mp / 128, ldp / 128, splits] as [number, number, number],
+    };
+    if (fused) {
+      await record(ctx, {
+        file: "matmul_sgmat.wgsl",
+        defines: { ...scale, FUSED_DEQUANT: 1 },
+        overrides: s.overrides,
+      }, { buffers: { a: sc.x, ...weight, part: sc.y }, ...gemm });
+    } else {
+      await record(ctx, { file: "dequant_f16.wgsl", defines: scale, overrides: s.overrides }, {
+        buffers: { ...weight, out: sc.w },
+        params: { N: n, K },
+        grid: grid1d(Math.ceil((n * K) / 8 / 256)),
+      });
+      await record(ctx, { file: "matmul_sgmat.wgsl" }, {
+        buffers: { a: sc.x, b: sc.w, part: sc.y },
+        ...gemm,
+      });
+    }
     const buffers: Record<string, BufferResource> = { part: sc.y, y: s.buffers.y };
     if (s.buffers.bias) buffers.bias = n === N ? s.buffers.bias : rowsOf(s.buffers.bias, 4);
     await record(ctx, { file: "matmul_splitk.wgsl", defines: epilogue }, {

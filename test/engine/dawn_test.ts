@@ -217,8 +217,11 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     const device = await adapter.requestDevice({ requiredFeatures: want });
     const read = (n: string) => Deno.readTextFileSync(`${ROOT}wgsl/${n}`);
     const base = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1 };
+    const fused = ["a@1", "w@2", "scales@4", "biases@5", "part@3"];
     const cases: [string, Record<string, number>, string[]][] = [
       ["matmul_sgmat.wgsl", {}, ["a@1", "b@2", "part@3"]],
+      ["matmul_sgmat.wgsl", { FUSED_DEQUANT: 1 }, fused],
+      ["matmul_sgmat.wgsl", { FUSED_DEQUANT: 1, SCALE_F16: 1 }, fused],
       ["dequant_f16.wgsl", {}, ["w@1", "scales@2", "biases@3", "out@4"]],
       ["dequant_f16.wgsl", { SCALE_F16: 1 }, ["w@1", "scales@2", "biases@3", "out@4"]],
       ["rows_f16.wgsl", {}, ["x@1", "out@2"]],

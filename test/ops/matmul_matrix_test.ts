@@ -4,8 +4,8 @@
  * (src/lab/ref/matmul.ts `f16Operands`); tolerance in src/lab/cases/matmul.ts (|d| ≤ 1e-5·√K + 1e-4 +
  * 2e-3·|ref| on f32 outputs). Shapes: M and N off the 128-tile (edges dropped), several K chunks, both scale
  * dtypes, group sizes 32/64/128, 4- and 8-bit, every epilogue, bias, row0 and column offsets, row shards,
- * weights dequantized in blocks of rows, K whole or split (partials summed by matmul_splitk.wgsl); batch
- * invariance.
+ * weights dequantized in blocks of rows or inside the GEMM, K whole or split (partials summed by
+ * matmul_splitk.wgsl); batch invariance, also across the two dequantizations.
  * It runs where Dawn loads and offers f16 16×16×16 matrices with subgroups of 32 (the H200 with dawn.node:
  * `FLINT_DAWN_NODE=... deno task test test/ops/matmul_matrix_test.ts`); elsewhere it is skipped, and
  * test/engine/dawn_test.ts checks in CI that Tint compiles the kernel.
@@ -50,9 +50,11 @@ describe("matmul_sgmat (matrix units)", () => {
         { w: "q8g32", scale: "f16", out: "add", M: 131, N: 333, K: 160, mxblock: 128, noff: 3, pad: 1 },
         { w: "q4g32", scale: "bf16", out: "act", M: 64, N: 390, K: 96, mxblock: 256, bias: 1, shards: 2 },
       ];
-      for (const [n, s] of shapes.entries()) {
-        const r = await expectCase(g, matmulSgmatCase, s, 70 + n);
-        expect(r.length).toBeGreaterThan(0);
+      for (const dequant of ["pass", "fused"]) {
+        for (const [n, s] of shapes.entries()) {
+          const r = await expectCase(g, matmulSgmatCase, { ...s, dequant }, 70 + n);
+          expect(r.length).toBeGreaterThan(0);
+        }
       }
       expect(g.takeErrors()).toEqual([]);
     }),
@@ -65,6 +67,9 @@ describe("matmul_sgmat (matrix units)", () => {
       const full = await yOf(g, i);
       const parts = await yOf(g, i, [{ M: 1, row0: 0 }, { M: 129, row0: 1 }, { M: 170, row0: 130 }]);
       expectBitwise(parts, full, "M=1,129,170 vs M=300");
+      // Short steps dequantize inside the GEMM, long ones in a pass: the same halves, the same bits.
+      const passed = await yOf(g.withProfile({ matmul: { tiled: { matrixFusedDequantMaxRows: 0 } } }), i);
+      expectBitwise(passed, full, "dequantized in a pass vs inside the GEMM");
     }),
   );
 });

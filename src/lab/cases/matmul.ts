@@ -137,11 +137,20 @@ export async function bindMatmul(
   const x8 = i.shape.x8 !== 0;
   const mx = Number(i.shape.mx ?? 0) === 1;
   const sk = Number(i.shape.splitk ?? 0);
+  const dequant = String(i.shape.dequant ?? "profile");
+  if (!["profile", "pass", "fused"].includes(dequant)) {
+    throw new ShapeError(`matmul: dequant=${dequant}: profile, pass or fused`);
+  }
   const g = gpu.withProfile({
     matmul: {
       int8MinWeights: 0,
       vectorInt8: { enabled: x8 },
-      tiled: { int8: x8, matrixUnits: mx, ...(sk > 0 ? { splitK: sk } : {}) },
+      tiled: {
+        int8: x8,
+        matrixUnits: mx,
+        ...(sk > 0 ? { splitK: sk } : {}),
+        ...(dequant !== "profile" ? { matrixFusedDequantMaxRows: dequant === "fused" ? Infinity : 0 } : {}),
+      },
     },
   });
   const set = new BufferSet(g);
@@ -230,6 +239,7 @@ const SWITCHES = {
   splitk: 0,
   mx: 0,
   mxblock: 0,
+  dequant: "profile",
 };
 
 const KEYS = {
@@ -249,6 +259,8 @@ const KEYS = {
   x8: "1: 4-bit matmuls quantize x to int8 whatever the size (the engine: from 4M weights); 0: keep f32 x",
   mx: "1: tiled 4/8-bit matmuls on matrix units where the device offers them (Dawn; x and W as f16)",
   mxblock: "matrix units: weight rows per dequantized block, a multiple of 128 (0: the engine's rule)",
+  dequant:
+    "matrix units: weights to f16 in a pass of their own or fused into the GEMM (profile: the profile's)",
   splitk: "K-splits of narrow (N < 4096) int8-x or matrix-unit tiled matmuls, summed by matmul_splitk.wgsl " +
     "(0: the profile's)",
 };
