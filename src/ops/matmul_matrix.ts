@@ -22,7 +22,7 @@ export interface MatrixScratch {
 }
 
 /** Ceiling of the weight and tile scratches: larger shards are dequantized and multiplied in row blocks. */
-export const MATRIX_WEIGHT_SCRATCH_BYTES = 256 * 2 ** 20;
+export const MATRIX_SCRATCH_CAP_BYTES = 256 * 2 ** 20;
 
 /** Rows up to a whole 128-row tile: the kernel reads and writes whole tiles. */
 const whole = (n: number) => Math.ceil(n / 128) * 128;
@@ -47,7 +47,7 @@ export function usesMatrixUnits(
 /**
  * Scratch sizes for `rows` prefill rows and these weights (those that take matrix units), or null where none
  * does: x at the largest K, the weight at its largest shard and its f32 tiles (every split's) up to
- * MATRIX_WEIGHT_SCRATCH_BYTES each, rows rounded up to whole tiles.
+ * MATRIX_SCRATCH_CAP_BYTES each, rows rounded up to whole tiles.
  */
 export function matrixScratchBytes(
   gpu: Pick<Gpu, "info" | "profile">,
@@ -65,7 +65,7 @@ export function matrixScratchBytes(
     ),
   );
   // At least one 128-row block of the longest K and its tiles.
-  const cap = MATRIX_WEIGHT_SCRATCH_BYTES;
+  const cap = MATRIX_SCRATCH_CAP_BYTES;
   return {
     x: whole(rows) * maxK * 2,
     w: Math.max(128 * maxK * 2, Math.min(w, cap)),
@@ -107,8 +107,9 @@ export async function rowsF16(ctx: OpContext, a: MatmulArgs, sc?: MatrixScratch)
 
 /**
  * One weight shard on matrix units: blocks of its rows (as many as the scratches hold, a multiple of 128)
- * dequantized to f16, each followed by its 128×128 tiles of f16 products accumulated in f32 (K in parts for
- * narrow matrices), then matmul_splitk.wgsl sums the parts in order with the epilogue.
+ * dequantized to f16 (by a pass into the scratch, or inside the GEMM for short steps), their 128×128 tiles
+ * of f16 products accumulated in f32 (K in parts for narrow matrices), then matmul_splitk.wgsl sums the
+ * parts in order with the epilogue.
  */
 export async function tiledMatrix(ctx: OpContext, s: Shard, sc: MatrixScratch): Promise<void> {
   const { M, N, K } = s.params;

@@ -15,7 +15,7 @@ import { Gpu, type GpuInfo } from "../../src/gpu/device.ts";
 import { applyProfile, defaultProfile } from "../../src/gpu/profile.ts";
 import type { Linear, WeightFormat } from "../../src/ops/linear.ts";
 import {
-  MATRIX_WEIGHT_SCRATCH_BYTES,
+  MATRIX_SCRATCH_CAP_BYTES,
   matrixScratchBytes,
   matrixSplits,
   usesMatrixUnits,
@@ -87,8 +87,8 @@ describe("matrix units: choice and scratch", () => {
       expect(sharded.w).toBe(2048 * 1024 * 2);
       expect(sharded.y).toBe(2 * 2048 * 128 * 4);
       const huge = linear(200_000, 4096, q(4));
-      expect(matrixScratchBytes(d, 64, [huge])!.w).toBe(MATRIX_WEIGHT_SCRATCH_BYTES);
-      expect(matrixScratchBytes(d, 2048, [huge])!.y).toBe(MATRIX_WEIGHT_SCRATCH_BYTES);
+      expect(matrixScratchBytes(d, 64, [huge])!.w).toBe(MATRIX_SCRATCH_CAP_BYTES);
+      expect(matrixScratchBytes(d, 2048, [huge])!.y).toBe(MATRIX_SCRATCH_CAP_BYTES);
       const longK = linear(128, 2 ** 20, q(4));
       expect(matrixScratchBytes(d, 64, [longK])!.w).toBe(128 * 2 ** 20 * 2);
       expect(matrixScratchBytes(device({}, false), 2048, lins)).toBeNull();
