@@ -19,6 +19,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> biases: array<u32>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<u32>>;   // (N, K / 8): 8 halves each
 
+#include "lib/dequant_f16.wgsl"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
@@ -30,18 +32,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let g = n * (params.K / GS) + k / GS;
   let s = half_at(scales[g >> 1u], g);
   let b = half_at(biases[g >> 1u], g);
-  var lo: vec4<f32>;
-  var hi: vec4<f32>;
   if (BITS == 4u) {
-    let v = vec4<u32>(w[i]);
-    lo = vec4<f32>((v >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
-    hi = vec4<f32>((v >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
+    out[i] = unit_halves(w[i], 0u, s, b);
   } else {
-    let shifts = vec4<u32>(0u, 8u, 16u, 24u);
-    lo = vec4<f32>((vec4<u32>(w[2u * i]) >> shifts) & vec4<u32>(255u));
-    hi = vec4<f32>((vec4<u32>(w[2u * i + 1u]) >> shifts) & vec4<u32>(255u));
+    out[i] = unit_halves(w[2u * i], w[2u * i + 1u], s, b);
   }
-  let a = fma(vec4<f32>(s), lo, vec4<f32>(b));
-  let c = fma(vec4<f32>(s), hi, vec4<f32>(b));
-  out[i] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(c.xy), pack2x16float(c.zw));
 }

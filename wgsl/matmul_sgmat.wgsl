@@ -4,9 +4,10 @@
 // a is x's rows as f16 (rows_f16.wgsl), b the weight as f16 (dequant_f16.wgsl), both (rows, K) with K a
 // multiple of 32 and rows up to the next multiple of 128 present in their buffers: every tile is whole, so
 // nothing is clamped or masked (rows past M or N only reach partials nobody reads). mp and ldp are M and N
-// rounded up to 128. FUSED_DEQUANT: the MLX 4/8-bit weight itself instead of b (w, scales, biases as in
-// dequant_f16.wgsl, whose arithmetic each piece repeats as it is staged: the same halves; rows past N read
-// whatever the bounds checks give, finite, into dropped columns). Split z sums k in [z·kc, min((z + 1)·kc, K)) (kc a multiple of 32; one split: kc = K).
+// rounded up to 128. Split z sums k in [z·kc, min((z + 1)·kc, K)) (kc a multiple of 32; one split: kc = K).
+// FUSED_DEQUANT: the MLX 4/8-bit weight itself instead of b (w, scales, biases as in dequant_f16.wgsl), each
+// piece decoded by lib/dequant_f16.wgsl as it is staged, so the halves are dequant_f16.wgsl's; rows past N
+// read whatever the bounds checks give, finite, into dropped columns.
 // Tiles of 128 × 128 × 32 are staged in workgroup memory (lanes copy 16-byte pieces, four lanes a row, and
 // store them as f16: whole-fragment copies by subgroupMatrixLoad/Store were 2× slower, bench/NOTES.md #125),
 // the next tile's pieces held in registers meanwhile. 2×2 subgroups each own 4×4 fragments of 16×16,
@@ -38,6 +39,7 @@ override GS: u32 = 64;
 @group(0) @binding(2) var<storage, read> w: array<u32>;        // (N, K·BITS/32)
 @group(0) @binding(4) var<storage, read> scales: array<u32>;   // (N, K / GS) 16-bit, two a word
 @group(0) @binding(5) var<storage, read> biases: array<u32>;
+#include "lib/dequant_f16.wgsl"
 #else
 @group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;   // (ldp, K / 8)
 #endif
@@ -60,25 +62,10 @@ fn unit_words(n: u32, u: u32) -> vec4<u32> {
   return vec4<u32>(w[i], w[i + 1u], scales[g], biases[g]);
 }
 
-// The unit as 8 packed halves: dequant_f16.wgsl's arithmetic.
+// The unit as 8 packed halves (lib/dequant_f16.wgsl: dequant_f16.wgsl's halves).
 fn unit_f16(q: vec4<u32>, n: u32, u: u32) -> vec4<u32> {
   let g = n * (params.K / GS) + (u * 8u) / GS;
-  let s = half_at(q.z, g);
-  let b = half_at(q.w, g);
-  var lo: vec4<f32>;
-  var hi: vec4<f32>;
-  if (BITS == 4u) {
-    let v = vec4<u32>(q.x);
-    lo = vec4<f32>((v >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
-    hi = vec4<f32>((v >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
-  } else {
-    let shifts = vec4<u32>(0u, 8u, 16u, 24u);
-    lo = vec4<f32>((vec4<u32>(q.x) >> shifts) & vec4<u32>(255u));
-    hi = vec4<f32>((vec4<u32>(q.y) >> shifts) & vec4<u32>(255u));
-  }
-  let x = fma(vec4<f32>(s), lo, vec4<f32>(b));
-  let y = fma(vec4<f32>(s), hi, vec4<f32>(b));
-  return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
+  return unit_halves(q.x, q.y, half_at(q.z, g), half_at(q.w, g));
 }
 
 #endif

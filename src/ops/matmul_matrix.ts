@@ -1,8 +1,9 @@
 /**
  * Host wrapper of the prefill matmul on matrix units (Dawn's subgroup matrices): x's rows to f16
- * (`rows_f16.wgsl`), each weight shard dequantized to f16 in blocks of rows (`dequant_f16.wgsl`), the f16
- * GEMM into f32 tiles (`matmul_sgmat.wgsl`), then their sum over K-splits with the usual epilogues
- * (`matmul_splitk.wgsl`). The scratches are allocated once by the engine (`matrixScratchBytes`).
+ * (`rows_f16.wgsl`), each weight shard dequantized to f16 in blocks of rows (`dequant_f16.wgsl`, or inside
+ * the GEMM for short steps), the f16 GEMM into f32 tiles (`matmul_sgmat.wgsl`), then their sum over K-splits
+ * with the usual epilogues (`matmul_splitk.wgsl`). The engine allocates the scratches once
+ * (`matrixScratchBytes`).
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
