@@ -27,6 +27,7 @@
 #ifdef KV8
 #include "lib/kv8.wgsl"
 #endif
+#include "lib/prefill_params.wgsl"
 #include "lib/prefill.wgsl"
 #include "lib/prefill_tile.wgsl"
 #ifdef INT8_QK

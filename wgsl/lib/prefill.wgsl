@@ -1,6 +1,6 @@
-// Shared by the prefill attention kernels (attention_prefill.wgsl, attention_prefill_quad.wgsl): shapes,
-// params and bindings, the K/V tiles in workgroup memory, and the query loads. Each kernel gives its tile
-// layout: PRS (16-byte units per tile row under F16_PV) and at(t, unit), a unit's position in the tile.
+// Shared by the FMA prefill attention kernels (attention_prefill.wgsl, attention_prefill_quad.wgsl): shapes,
+// the K/V tiles in workgroup memory, and the query loads (after lib/prefill_params.wgsl: params, bindings, masks).
+// Each kernel gives its tile layout: PRS (16-byte units per tile row under F16_PV) and at(t, unit).
 // Variants (defines):
 //   F16_TILES     f16 cache: K/V tiles hold the cache's f16 words (16-byte loads, half the workgroup memory)
 //   INT8_QK       q8 cache (KV8), 32 dims per lane: the K tile stays codes for integer q·k (lib/prefill_qk8)
@@ -9,9 +9,7 @@
 //   LANE_VEC4S    vec4s of a head per lane (2, 4 or 8); LANE_16_DIMS / LANE_32_DIMS: at least 4 / 8 of them
 //   WINDOW        sliding window: position pos sees keys j with pos − params.window < j ≤ pos (seen())
 
-override HD: u32 = 128;
 override G: u32 = 1;
-override BK: u32 = 32;       // keys per tile
 override WG: u32 = 256;
 const NV4: u32 = {{LANE_VEC4S}}u;
 override L: u32 = HD / (4u * NV4);  // lanes per query vector
@@ -19,32 +17,6 @@ override QV: u32 = WG / L;   // lane groups per workgroup
 override BQ: u32 = 1;        // positions per workgroup
 override H4: u32 = HD / 4u;  // vec4s per head row
 override RS: u32 = H4 + H4 / 8u;  // f32 tiles: padded vec4s per tile row (one per 8: distinct banks)
-
-struct Params {
-  row0: u32,       // first step row of the segment
-  S: u32,          // rows in the segment
-  nq: u32,         // query heads
-  nkv: u32,        // kv heads
-  ps: u32,         // page size (tokens)
-  max_pages: u32,  // page-table row length
-  scale: f32,      // softmax scale
-#ifdef WINDOW
-  window: u32,     // sliding window (keys per position, its own included), ≥ 1
-#endif
-}
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> rows: array<Row>;
-@group(0) @binding(2) var<storage, read> q: array<act>;
-@group(0) @binding(3) var<storage, read> pages: array<u32>;
-#ifdef KV8
-@group(0) @binding(4) var<storage, read> kv: array<u32>;
-@group(0) @binding(6) var<storage, read> kvs: array<f32>;
-#elif F16_TILES
-@group(0) @binding(4) var<storage, read> kv: array<vec4<u32>>;
-#else
-@group(0) @binding(4) var<storage, read> kv: array<act>;
-#endif
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 #ifdef F16_PV
 const PV: u32 = NV4 / 2u;               // 16-byte units (8 dims each) per lane
@@ -75,30 +47,6 @@ fn ld4(e: u32) -> vec4<f32> {
 #endif
 }
 #endif
-
-// Which keys j a position sees (causal; WINDOW: and pos − j < window), the first key tile a workgroup whose
-// first position is `pos` walks, and the running max a query vector starts from. WINDOW: the walk starts at
-// the tile (a multiple of BK, so keys are grouped alike) holding that position's first key. Groups wholly
-// masked can then come before any seen key: the max starts above the masked score −3e38 so that they weigh
-// e^(−2e38) = 0, not e^0 (whose sum a later rescale would drop, unless an f16 P·V partial overflowed), and
-// the state stays exactly zero: the bits do not depend on the tile size. (Causal alone: key 0 is seen first.)
-#ifdef WINDOW
-fn seen(j: vec4<u32>, pos: u32) -> vec4<bool> {
-  return (j <= vec4<u32>(pos)) & (j + vec4<u32>(params.window) > vec4<u32>(pos));
-}
-fn first_tile(pos: u32) -> u32 { return (pos + 1u - min(pos + 1u, params.window)) / BK * BK; }
-const M0: f32 = -1.0e38;
-#else
-fn seen(j: vec4<u32>, pos: u32) -> vec4<bool> { return j <= vec4<u32>(pos); }
-fn first_tile(pos: u32) -> u32 { return 0u; }
-const M0: f32 = -3.0e38;
-#endif
-
-// Element offset of key j's row in kv head h of the sequence whose page-table row starts at prow.
-fn key_row(prow: u32, pstride: u32, h: u32, j: u32) -> u32 {
-  let ps = params.ps;
-  return pages[prow + j / ps] * pstride + h * ps * HD + (j % ps) * HD;
-}
 
 // A lane's slice of one head vector (4·NV4 dims).
 struct Hv {
