@@ -99,6 +99,21 @@ export interface PrefillAttentionProfile {
   f16QK: boolean;
   /** Head dims 128 and 64 with subgroups: four query vectors per group of hd/16 lanes (the quad kernel). */
   quad: boolean;
+  /**
+   * Head dim 128 on matrix units where the adapter offers f16 16×16×16 subgroup matrices
+   * (`attention_prefill_sgmat.wgsl`, src/ops/attention_matrix.ts); the kernels above elsewhere.
+   */
+  matrixUnits: boolean;
+  /**
+   * The q8 cache on matrix units too (its codes dequantized to f16 as tiles are staged); off: its FMA kernel
+   * with integer q·k, which was faster (bench/NOTES.md #128).
+   */
+  matrixUnitsQ8: boolean;
+  /**
+   * Matrix units: how far (in nats) a row's score may pass the max its weights are taken against before the
+   * output is rescaled (a pass through workgroup memory); weights stay ≤ e^margin, within f16.
+   */
+  matrixRescaleMargin: number;
 }
 
 /** MoE expert matmuls of decode rows (`moe_vec.wgsl`, `moe_vec_x8.wgsl`; src/ops/moe.ts). */
@@ -186,6 +201,9 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
     int8QK: true,
     f16QK: true,
     quad: true,
+    matrixUnits: true,
+    matrixUnitsQ8: false,
+    matrixRescaleMargin: 8,
   },
 });
 

@@ -15,7 +15,7 @@
 import { ShapeError } from "../errors.ts";
 import type { KernelCase } from "./case.ts";
 import { attentionDecodeCase } from "./cases/attention_decode.ts";
-import { attentionPrefillCase } from "./cases/attention_prefill.ts";
+import { attentionPrefillCase, attentionPrefillMatrixCase } from "./cases/attention_prefill.ts";
 import { siluMulCase } from "./cases/elementwise.ts";
 import { embedCase } from "./cases/embed.ts";
 import { fillCase } from "./cases/fill.ts";
@@ -52,6 +52,7 @@ export const CASES: readonly KernelCase[] = [
   ropeCase,
   attentionDecodeCase,
   attentionPrefillCase,
+  attentionPrefillMatrixCase,
   siluMulCase,
   sigmoidGateCase,
   moeRouteCase,

@@ -7,6 +7,7 @@
  */
 import { ShapeError } from "../errors.ts";
 import type { PrefillAttentionProfile } from "../gpu/profile.ts";
+import { attentionPrefillMatrix, usesMatrixAttention } from "./attention_matrix.ts";
 import { check, type OpContext, record } from "./context.ts";
 import { kv8Block } from "./kv8.ts";
 import { rope } from "./rope.ts";
@@ -254,7 +255,8 @@ export interface PrefillAttentionArgs extends Common {
 
 /**
  * Causal attention of one prefill segment (with `window`: key tiles wholly before the first row's window
- * are skipped, keys outside each row's masked): the quad kernel (`attention_prefill_quad.wgsl`: four query
+ * are skipped, keys outside each row's masked): on matrix units where the adapter has them
+ * (attention_matrix.ts), else the quad kernel (`attention_prefill_quad.wgsl`: four query
  * vectors per group of hd/16 lanes) for head dims 128 and 64 on f16 P·V with subgroups, else the two-vector
  * kernel (`attention_prefill.wgsl`). Tiles are loaded once per key tile into workgroup memory: the f16
  * cache's words as they are, the q8 cache's K codes as they are under integer q·k, everything else as f32.
@@ -267,6 +269,21 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
     "attentionPrefill",
     `head_dim ${a.hd} (8·2^k up to 256)`,
   );
+  const q8 = kv8(a);
+  const win = slidingWindow("attentionPrefill", a.window);
+  const params = {
+    row0: a.row0,
+    S: a.S,
+    nq: a.nq,
+    nkv: a.nkv,
+    ps: a.pageSize,
+    max_pages: a.maxPages,
+    scale: a.scale,
+    ...win.params,
+  };
+  if (usesMatrixAttention(ctx.gpu, a)) {
+    return attentionPrefillMatrix(ctx, a, { ...q8, defines: { ...q8.defines, ...win.defines }, params });
+  }
   const info = ctx.gpu.info;
   const p = ctx.gpu.profile.prefillAttention;
   // The f16 cache's tiles stay f16 words; the q8 cache's K tile stays codes for integer q·k (32 dims per
@@ -275,8 +292,6 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
   const int8QK = p.int8QK && !!a.kvScale && a.hd % 32 === 0;
   // f16 P·V (the V tile as f16 values, q8: rounded) summed per eight keys wherever the K tile is not f32.
   const f16PV = info.f16 && (int8QK || f16Tiles);
-  const q8 = kv8(a);
-  const win = slidingWindow("attentionPrefill", a.window);
   const sg = info.subgroupMinSize === info.subgroupMaxSize ? info.subgroupMinSize : 0;
   // The quad kernel needs subgroups of whole hd/16-lane groups and tiles of at least eight keys.
   const tile = int8QK ? (f16PV ? "qk8h" : "qk8") : f16Tiles ? "packed" : "f32";
@@ -324,16 +339,7 @@ export async function attentionPrefill(ctx: OpContext, a: PrefillAttentionArgs):
     overrides: { HD: a.hd, G, BQ: t.BQ, BK: t.BK, WG: t.WG, ...q8.overrides },
   }, {
     buffers: { rows: a.rows, q: a.q, pages: a.pages, kv: a.kv, out: a.out, ...q8.buffers },
-    params: {
-      row0: a.row0,
-      S: a.S,
-      nq: a.nq,
-      nkv: a.nkv,
-      ps: a.pageSize,
-      max_pages: a.maxPages,
-      scale: a.scale,
-      ...win.params,
-    },
+    params,
     grid: [Math.ceil(a.S / t.BQ), a.nkv, 1],
   });
 }

@@ -209,7 +209,7 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     device.destroy();
   });
 
-  test("matrix-unit matmul (matmul_sgmat, its f16 conversions; no GPU here runs it): no errors", async () => {
+  test("matrix-unit kernels (matmul_sgmat, its f16 conversions, prefill attention; no GPU here runs them)", async () => {
     const dawn = await dawnGpu(["backend=null"]);
     const adapter = (await dawn.requestAdapter())!;
     const want = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"] as GPUFeatureName[];
@@ -218,6 +218,7 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     const read = (n: string) => Deno.readTextFileSync(`${ROOT}wgsl/${n}`);
     const base = { F16: 1, SUBGROUPS: 1, SUBGROUPS_DIRECTIVE: 1 };
     const fused = ["a@1", "w@2", "scales@4", "biases@5", "part@3"];
+    const attn = ["rows@1", "q@2", "pages@3", "kv@4", "out@5"];
     const cases: [string, Record<string, number>, string[]][] = [
       ["matmul_sgmat.wgsl", {}, ["a@1", "b@2", "part@3"]],
       ["matmul_sgmat.wgsl", { FUSED_DEQUANT: 1 }, fused],
@@ -225,6 +226,9 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
       ["dequant_f16.wgsl", {}, ["w@1", "scales@2", "biases@3", "out@4"]],
       ["dequant_f16.wgsl", { SCALE_F16: 1 }, ["w@1", "scales@2", "biases@3", "out@4"]],
       ["rows_f16.wgsl", {}, ["x@1", "out@2"]],
+      ["attention_prefill_sgmat.wgsl", { F16_TILES: 1 }, attn],
+      ["attention_prefill_sgmat.wgsl", { F16_TILES: 1, WINDOW: 1 }, attn],
+      ["attention_prefill_sgmat.wgsl", { KV8: 1 }, ["rows@1", "q@2", "pages@3", "kv@4", "kvs@6", "out@5"]],
     ];
     for (const [file, more, bindings] of cases) {
       const code = preprocess(read(file), { ...base, ...more }, read, file);

@@ -14,25 +14,20 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Gpu } from "../../src/gpu/device.ts";
 import { matmulSgmatCase } from "../../src/lab/cases/matmul.ts";
 import { usesMatrixUnits } from "../../src/ops/matmul.ts";
-import { expectBitwise, expectCase } from "../util/lab.ts";
+import { expectBitwise, expectCase, matrixGpu, NO_MATRIX_UNITS } from "../util/lab.ts";
 import { matmulInputs, yOf } from "../util/matmul.ts";
 
 let gpu: Gpu | null = null;
 beforeAll(async () => {
-  try {
-    const g = await Gpu.create({ webgpu: "dawn" });
-    const q4 = { kind: "q", bits: 4, groupSize: 64, scaleF16: false } as const;
-    const on = g.withProfile({ matmul: { tiled: { matrixUnits: true } } });
-    if (usesMatrixUnits(on, { format: q4, K: 64 })) gpu = g;
-    else g.destroy();
-  } catch {
-    gpu = null; // no dawn.node, or no adapter Dawn accepts (lavapipe)
-  }
+  const q4 = { kind: "q", bits: 4, groupSize: 64, scaleF16: false } as const;
+  gpu = await matrixGpu((g) =>
+    usesMatrixUnits(g.withProfile({ matmul: { tiled: { matrixUnits: true } } }), { format: q4, K: 64 })
+  );
 });
 afterAll(() => gpu?.destroy());
 
 const on = (fn: (g: Gpu) => Promise<void>) => async (ctx: { skip: (note?: string) => void }) => {
-  if (!gpu) return ctx.skip("no Dawn adapter with f16 16×16×16 subgroup matrices here");
+  if (!gpu) return ctx.skip(NO_MATRIX_UNITS);
   await fn(gpu.withProfile({ matmul: { tiled: { matrixUnits: true } } }));
 };
 

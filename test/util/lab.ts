@@ -43,6 +43,24 @@ export function devices(): {
   };
 }
 
+/**
+ * Dawn's device where `ok` says the matrix-unit kernels run on it (the H200 with dawn.node), else null (no
+ * dawn.node, or no adapter Dawn accepts, as lavapipe): the matrix-unit tests skip there.
+ */
+export async function matrixGpu(ok: (g: Gpu) => boolean): Promise<Gpu | null> {
+  try {
+    const g = await Gpu.create({ webgpu: "dawn" });
+    if (ok(g)) return g;
+    g.destroy();
+  } catch {
+    // no dawn.node, or no adapter
+  }
+  return null;
+}
+
+/** Why a matrix-unit test skips. */
+export const NO_MATRIX_UNITS = "no Dawn adapter with f16 16×16×16 subgroup matrices here";
+
 /** Runs `c` on `shape` over its small shape and asserts every output is within tolerance. */
 export async function expectCase(gpu: Gpu, c: KernelCase, shape: Shape, seed = 1): Promise<OutputReport[]> {
   const r = await runCase(gpu, c, { shape: { ...c.small, ...shape }, seed });
