@@ -51,6 +51,8 @@ export interface LoadOptions {
   kvCache?: KvCacheType;
   /** Kernel profile changes (src/gpu/profile.ts). */
   profile?: ProfileOverrides;
+  /** Rows whose logits a step can return (`Engine.forwardLogits` scores this many at a time). */
+  logitRows?: number;
 }
 
 export interface Loaded {
@@ -69,6 +71,7 @@ export async function loadModel(spec: ModelSpec, o: LoadOptions): Promise<Loaded
     prefillChunk: o.prefillChunk,
     gpuOptions: { f16: !o.f32, profile: o.profile, webgpu: o.webgpu, dawnFlags: o.dawnFlags },
     kvCache: o.kvCache,
+    logitRows: o.logitRows,
     warmup: false,
   };
   let engine: Engine;

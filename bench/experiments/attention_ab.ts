@@ -35,7 +35,8 @@ let ids: number[] = [];
 for (const [matrixUnits, chunk] of [[false, 0], [true, 0], [true, f.chunk ?? 48]] as const) {
   const { engine } = await loadModel(spec, {
     contextWindow: n + 16,
-    ...(chunk ? { prefillChunk: chunk } : {}),
+    // forwardLogits scores min(solo chunk, logit rows) rows a step: 2,048 by default, else the chunk.
+    ...(chunk ? { prefillChunk: chunk, logitRows: chunk } : { logitRows: 2048 }),
     webgpu: webgpuFlag(f.webgpu ?? "dawn"),
     profile: { prefillAttention: { matrixUnits } },
   });
@@ -69,7 +70,8 @@ for (const [matrixUnits, chunk] of [[false, 0], [true, 0], [true, f.chunk ?? 48]
     `matrixUnits ${matrixUnits}${chunk ? `, ${chunk}-row chunks` : ""}: mean NLL ${
       (nll / (n - 1)).toFixed(6)
     } over ${n - 1} ids, ` +
-      `forwardLogits ${ms.toFixed(0)} ms (wall, ${engine.gpu.info.webgpu})`,
+      `forwardLogits in ${Math.min(engine.soloPrefillChunk, engine.acts.cap.logitRows)}-row steps ` +
+      `${ms.toFixed(0)} ms (wall, ${engine.gpu.info.webgpu})`,
   );
   engine.destroy();
 }
