@@ -5,7 +5,7 @@
  * @module
  */
 import type { Gpu } from "../gpu/device.ts";
-import { matrixKernelsRun } from "../platform/mod.ts";
+import { matrixKernelsFit } from "../platform/mod.ts";
 import type { PrefillAttentionArgs } from "./attention.ts";
 import { type OpContext, record } from "./context.ts";
 
@@ -21,11 +21,9 @@ export function usesMatrixAttention(
   gpu: Pick<Gpu, "info" | "profile">,
   a: { hd: number; kvScale?: unknown },
 ): boolean {
-  const { info } = gpu;
   const p = gpu.profile.prefillAttention;
-  return p.matrixUnits && (!a.kvScale || p.matrixUnitsQ8) && info.f16 && info.subgroups &&
-    matrixKernelsRun(info.subgroupMatrix, info.subgroupMinSize, info.subgroupMaxSize) &&
-    info.maxWorkgroupStorage >= WORKGROUP_BYTES && a.hd === 128;
+  return p.matrixUnits && (!a.kvScale || p.matrixUnitsQ8) && a.hd === 128 &&
+    matrixKernelsFit(gpu.info, WORKGROUP_BYTES);
 }
 
 /** What attention.ts resolves for every prefill kernel: the q8 cache's binding, WINDOW, and the params. */

@@ -9,7 +9,7 @@
 import type { Gpu } from "../gpu/device.ts";
 import { type BufferResource, grid1d } from "../gpu/kernel.ts";
 import type { Defines } from "../gpu/preprocess.ts";
-import { matrixKernelsRun } from "../platform/mod.ts";
+import { matrixKernelsFit } from "../platform/mod.ts";
 import { check, type OpContext, record } from "./context.ts";
 import type { Linear } from "./linear.ts";
 import type { MatmulProfile } from "../gpu/profile.ts";
@@ -39,9 +39,7 @@ export function usesMatrixUnits(
 ): boolean {
   const { info } = gpu;
   const f = w.format;
-  return gpu.profile.matmul.tiled.matrixUnits && info.f16 && info.subgroups &&
-    matrixKernelsRun(info.subgroupMatrix, info.subgroupMinSize, info.subgroupMaxSize) &&
-    info.maxWorkgroupStorage >= 24576 &&
+  return gpu.profile.matmul.tiled.matrixUnits && matrixKernelsFit(info, 24576) &&
     f.kind === "q" && (f.bits === 4 || f.bits === 8) && f.groupSize % 8 === 0 && w.K % 32 === 0;
 }
 

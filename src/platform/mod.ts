@@ -99,6 +99,26 @@ export function matrixKernelsRun(
 }
 
 /**
+ * Whether a matrix-unit kernel taking `workgroupBytes` of workgroup memory runs on this device: shader-f16,
+ * subgroups, and `matrixKernelsRun`.
+ */
+export function matrixKernelsFit(
+  info: {
+    f16: boolean;
+    subgroups: boolean;
+    subgroupMatrix: readonly SubgroupMatrixConfig[];
+    subgroupMinSize?: number;
+    subgroupMaxSize?: number;
+    maxWorkgroupStorage: number;
+  },
+  workgroupBytes: number,
+): boolean {
+  return info.f16 && info.subgroups &&
+    matrixKernelsRun(info.subgroupMatrix, info.subgroupMinSize, info.subgroupMaxSize) &&
+    info.maxWorkgroupStorage >= workgroupBytes;
+}
+
+/**
  * The high-performance adapter of the chosen implementation (browsers: their own, whatever the choice) and
  * which one it is, or a DeviceError that says what is missing.
  */

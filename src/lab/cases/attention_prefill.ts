@@ -118,10 +118,10 @@ function prefillCase(matrixUnits: boolean): KernelCase<AttentionInputs> {
       if (i.shape.qk8 && !(i.pool.q8 && pool.hd % 32 === 0)) {
         throw new ShapeError("attention: qk8 needs kv8 and a head dim that is a multiple of 32");
       }
-      // The shape, not the profile, picks the numerics the reference mirrors: q·k on q's int8 codes, in f16.
       if (matrixUnits && (i.shape.qk8 || i.shape.hqk)) {
         throw new ShapeError("attention on matrix units: q·k is f16 × f16 → f32 (no qk8 or hqk)");
       }
+      // The shape, not the profile, picks the numerics the reference mirrors: q·k on q's int8 codes, in f16.
       const g = gpu.withProfile({
         prefillAttention: {
           int8QK: !!i.shape.qk8,
