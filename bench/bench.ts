@@ -7,7 +7,7 @@
  *   --synthetic NAME[,NAME]   random MLX 4-bit g64 weights of a shape (tiny, qwen3-0.6b, qwen3-4b, qwen3-8b,
  *                             qwen3-30b-a3b (MoE), qwen3-next-80b-a3b (hybrid), tiny-moe, tiny-next)
  *   --model DIR[,DIR]         real model folders ("default": the bundled model)
- *   --prompts 512,4096,16384,20480  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
+ *   --prompts 512,4096,16384,24576  --depths 0,4096,16384  --decode-tokens 128  --runs 3  --warmup 1
  *     [--full-warmup]
  *   --steps-per-submit N  --prefill-chunk N  --f32  --seed N  --kv-cache act|q8 (the 8-bit KV cache)
  *   --webgpu deno|dawn|auto   the WebGPU implementation (src/platform/dawn.ts)
@@ -89,8 +89,9 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const q = !!f.quick;
-  // 20480: its chunk window 16k–18k holds depth 16,384, where the prefill-at-depth bar is measured.
-  const prompts = list(f.prompts, q ? [16, 64] : [512, 4096, 16384, 20480], "prompts");
+  // 24576: its chunks from depth 16,384 on (16k–18k in 2048-row chunks, 16k–20k in 4096-row ones) come
+  // before its final chunk; that window is the prefill-at-depth figure.
+  const prompts = list(f.prompts, q ? [16, 64] : [512, 4096, 16384, 24576], "prompts");
   const depths = list(f.depths, q ? [0, 64] : [0, 4096, 16384], "depths");
   const decodeTokens = f["decode-tokens"] ?? (q ? 8 : 128);
   const runs = f.runs ?? (q ? 1 : 3);

@@ -254,23 +254,35 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
 }
 
 /**
- * Tokens/s over the last (up to 4) chunk intervals before the final chunk. Each prefill chunk is one group,
- * retired one group late: chunk k's event fires once chunk k+1 has run, so the gap between two events is
- * the GPU time of as many chunks as lie between them. The last non-final event is left out (the chunk
- * after it is the final one, which may be short and is read at once for the first token).
+ * Tokens/s over ≥ 2048 tokens of chunks from depth PREFILL_DEPTH on (else the deepest such window before
+ * the final chunk). Each prefill chunk is one group, retired one group late: chunk k's event fires once
+ * chunk k+1 has run, so the gap between two events is the GPU time of as many chunks as lie between them.
+ * The last non-final event is left out (the chunk after it is the final one, which may be short and is read
+ * at once for the first token).
  */
-function chunkRate(
+/** Where the prefill-at-depth window starts: llama.cpp's pp512 at depth 16,384 is the figure beside it. */
+const PREFILL_DEPTH = 16384;
+
+export function chunkRate(
   ev: { processed: number; total: number; t: number }[],
 ): { from: number; to: number; tps: number } | null {
   const mid = ev.filter((e) => e.processed < e.total);
   if (mid.length < 3) return null;
-  // The last ≥ 2048 tokens before the final chunk (4 chunks of 512, one of 2048): the rate near full depth.
-  const b = mid[mid.length - 2];
-  let ai = mid.length - 3;
-  while (ai > 0 && mid[ai].processed > b.processed - 2048) ai--;
-  const a = mid[ai];
-  if (b.t <= a.t) return null;
   const chunk = mid[1].processed - mid[0].processed;
+  const last = mid.length - 2;
+  const span = (ai: number) => {
+    let bi = ai + 1;
+    while (bi < last && mid[bi].processed - mid[ai].processed < 2048) bi++;
+    return bi;
+  };
+  let ai = mid.findIndex((e) => e.processed + chunk >= PREFILL_DEPTH);
+  if (ai < 0 || ai >= last || mid[span(ai)].processed - mid[ai].processed < 2048) {
+    ai = last - 1;
+    while (ai > 0 && mid[ai].processed > mid[last].processed - 2048) ai--;
+  }
+  const a = mid[ai];
+  const b = mid[span(ai)];
+  if (b.t <= a.t) return null;
   return {
     from: a.processed + chunk,
     to: b.processed + chunk,

@@ -6,8 +6,8 @@
  *   [--strict-model-name]
  *   [--cors ORIGIN[,ORIGIN...]] [--prefix-cache-bytes N] [--prefix-cache-dir DIR|none]
  *   [--prefix-cache-disk-bytes N] [--kv-budget-gb N] [--synthetic SHAPE]
- * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone
- * (--solo-prefill-chunk; default --prefill-chunk where that is given).
+ * Prefill chunks: 512 rows while other requests decode (--prefill-chunk), 2048 while a prompt runs alone, 4096
+ * where its matmuls run on matrix units (--solo-prefill-chunk; default --prefill-chunk where that is given).
  * Prefix cache: KV pages of earlier prompts are kept and reused by prompts that start with the same tokens
  * (--prefix-cache-bytes, default the whole KV pool: cached pages are free pages that remember, and any
  * request takes them back before it is refused; 0 turns it off). Pages leaving memory go to a folder

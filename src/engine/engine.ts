@@ -176,7 +176,7 @@ export class Engine {
     const weightBytes = gpu.memory.bytes("weights") - before;
 
     const d = config.dims;
-    const sizes = engineSizes(config, gpu, kvType, opts);
+    const sizes = engineSizes(config, gpu, kvType, opts, weights);
     const { maxBatch, prefillChunk, soloPrefillChunk, contextWindow, cap } = sizes;
     const { pageSize, maxPages, numPages, ring } = sizes;
     const kv = new KvPool(gpu, {

@@ -7,7 +7,7 @@ import type { Gpu } from "../gpu/device.ts";
 import type { HybridDims } from "../models/model.ts";
 import type { Linear } from "../ops/linear.ts";
 import { splitKRows } from "../ops/matmul.ts";
-import { type MatrixScratch, matrixScratchBytes } from "../ops/matmul_matrix.ts";
+import { type MatrixScratch, matrixScratchBytes, usesMatrixUnits } from "../ops/matmul_matrix.ts";
 import { allocMoeGroups, type MoeGroups } from "../ops/moe.ts";
 import { deltaChunkLen, deltaScratchBytes } from "../ops/recurrent.ts";
 
@@ -115,9 +115,7 @@ export function allocActivations(
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC | extra,
     });
   const R = cap.rows;
-  // The embedding table and the LM head (N = vocab) never run on matrix units: gathered, and on f32 x.
-  const prefill = weights ? linearsIn(weights).filter((l) => l.N !== d.vocab) : [];
-  const mx = matrixScratchBytes(gpu, R, prefill);
+  const mx = matrixScratchBytes(gpu, R, prefillLinears(d, weights));
   const maxSplit = Math.ceil(cap.context / gpu.profile.decodeAttention.keysPerSplit);
   return {
     rows: mk("rows", R * 16),
@@ -194,7 +192,22 @@ function allocHybrid(
 }
 
 /**
- * Rows of a solo prefill step (at most 2048, a multiple of 64) whose activations each fit one storage
+ * The most rows a prefill step running alone takes: the profile's `matrixSoloRows` where the model's prefill
+ * matmuls run on matrix units, else 2048.
+ */
+export function soloRowsCap(gpu: Pick<Gpu, "info" | "profile">, d: Dims, weights: unknown): number {
+  const onMatrixUnits = prefillLinears(d, weights).some((l) => usesMatrixUnits(gpu, l));
+  return onMatrixUnits ? gpu.profile.matmul.tiled.matrixSoloRows : 2048;
+}
+
+/** The Linears prefill rows multiply: the embedding table and the LM head (N = vocab) are gathered or run
+ * on decode's kernels. */
+function prefillLinears(d: Dims, weights: unknown): Linear[] {
+  return weights ? linearsIn(weights).filter((l) => l.N !== d.vocab) : [];
+}
+
+/**
+ * Rows of a solo prefill step (at most `maxRows`, a multiple of 64) whose activations each fit one storage
  * binding, next to `maxBatch` decode rows: the widest per-row buffer decides (gate|up, h, or split-K's
  * parts).
  */
@@ -203,6 +216,7 @@ export function soloRowsFit(
   maxBatch: number,
   gpu: Pick<Gpu, "info" | "profile">,
   hybrid?: HybridDims,
+  maxRows = 2048,
 ): number {
   const ab = gpu.info.f16 ? 2 : 4;
   const perRow = Math.max(
@@ -211,10 +225,10 @@ export function soloRowsFit(
     d.nq * d.hd * 4,
     2 * d.intermediate * ab,
     d.intermediate * 4,
-    (splitKRows(gpu.profile, 2048) / 2048) * d.hidden * 4,
+    (splitKRows(gpu.profile, maxRows) / maxRows) * d.hidden * 4,
     hybridRowBytes(d, hybrid, gpu),
   );
   // The delta scratch holds two chunks (≤ 2·64 rows) more than its rows: a segment may start mid-chunk.
   const fit = Math.floor(gpu.info.maxBinding / perRow) - maxBatch - (hybrid?.deltanet ? 128 : 0);
-  return Math.max(64, Math.min(2048, fit - (fit % 64)));
+  return Math.max(64, Math.min(maxRows, fit - (fit % 64)));
 }

@@ -11,7 +11,7 @@ import type { EngineOptions } from "./engine.ts";
 import { kvBytesPerToken, type KvCacheType, kvValueBytesPerToken } from "./kv_pool.ts";
 import { ringPages } from "./kv_ring.ts";
 import { kvLayerCount } from "./recurrent.ts";
-import { type Capacity, soloRowsFit } from "./resources.ts";
+import { type Capacity, soloRowsCap, soloRowsFit } from "./resources.ts";
 
 export interface EngineSizes {
   maxBatch: number;
@@ -39,17 +39,16 @@ export function engineSizes(
   gpu: Gpu,
   kvType: KvCacheType,
   opts: EngineOptions,
+  weights?: unknown,
 ): EngineSizes {
   const d = config.dims;
   const maxBatch = opts.maxBatch ?? 8;
   const pageSize = opts.pageSize ?? 16;
-  // Prefill rows per step: 512 while other sequences' decode steps share the step and would wait; 2048 while
-  // the prompt runs alone (bigger matmuls fill the GPU better).
-  const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? 2048 : 512);
-  const soloPrefillChunk = Math.max(
-    prefillChunk,
-    opts.soloPrefillChunk ?? opts.prefillChunk ?? soloRowsFit(config.dims, maxBatch, gpu, config.hybrid),
-  );
+  // Prefill rows per step: 512 while other sequences' decode steps share the step and would wait; 2048 (4096
+  // on matrix units) while the prompt runs alone (bigger matmuls fill the GPU better).
+  const soloFit = soloRowsFit(d, maxBatch, gpu, config.hybrid, soloRowsCap(gpu, d, weights));
+  const prefillChunk = opts.prefillChunk ?? (maxBatch === 1 ? soloFit : 512);
+  const soloPrefillChunk = Math.max(prefillChunk, opts.soloPrefillChunk ?? opts.prefillChunk ?? soloFit);
   const bytesPerToken = kvBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
   const bindingPerToken = kvValueBytesPerToken(d.nkv, d.hd, kvType, gpu.info.f16);
   const budget = opts.kvBudget ?? 4 * 2 ** 30;

@@ -61,6 +61,11 @@ export interface MatmulProfile {
      * (`dequant_f16.wgsl`). The same halves either way, so M may choose.
      */
     matrixFusedDequantMaxRows: number;
+    /**
+     * Matrix units: rows of a prefill step that runs alone, at most (elsewhere 2048): wider steps keep the
+     * tensor cores busier, for ~0.3 GB more activations on a 4B model (bench/NOTES.md #129).
+     */
+    matrixSoloRows: number;
   };
 }
 
@@ -174,6 +179,7 @@ export const TUNED: Omit<KernelProfile, "adapter"> = deepFreeze({
       splitKMaxRows: 4096,
       matrixUnits: true,
       matrixFusedDequantMaxRows: 512,
+      matrixSoloRows: 4096,
     },
   },
   moe: {

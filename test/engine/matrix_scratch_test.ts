@@ -5,12 +5,14 @@
  * (`matrixScratchBytes`: x at the largest K for the step's rows, the largest shard and its f32 tiles capped
  * at 256 MiB but never below one 128-row block, rows in whole tiles; the engine leaves out the vocab-sized
  * embedding and LM head), the K-splits of narrow matrices (`matrixSplits`), and
+ * the rows of a prompt's step when it runs alone (`soloRowsCap`: the profile's `matrixSoloRows` when any
+ * prefill matmul takes matrix units, else 2048; `soloRowsFit` within it and the binding limit), and
  * `linearsIn`, which finds every dense Linear of a model's weights and no expert stack (the MoE fixture,
  * loaded here).
  */
 import { afterAll, describe, expect, test } from "vitest";
 import { Engine } from "../../src/engine/engine.ts";
-import { linearsIn } from "../../src/engine/resources.ts";
+import { linearsIn, soloRowsCap, soloRowsFit } from "../../src/engine/resources.ts";
 import { Gpu, type GpuInfo } from "../../src/gpu/device.ts";
 import { applyProfile, defaultProfile } from "../../src/gpu/profile.ts";
 import type { Linear, WeightFormat } from "../../src/ops/linear.ts";
@@ -95,6 +97,34 @@ describe("matrix units: choice and scratch", () => {
       expect(matrixScratchBytes(d, 2048, [linear(512, 512, q(3))])).toBeNull();
     },
   );
+
+  test("a prompt alone takes wider steps where its matmuls run on matrix units, within the binding limit", () => {
+    const dims = {
+      hidden: 2560,
+      layers: 2,
+      nq: 32,
+      nkv: 8,
+      hd: 128,
+      rotary: 128,
+      intermediate: 9728,
+      vocab: 151936,
+      eps: 1e-6,
+    };
+    const weights = { layers: [{ qkv: linear(6144, 2560, q(4)), down: linear(2560, 9728, q(4)) }] };
+    const lmHeadOnly = { head: linear(dims.vocab, 2560, q(4)), mlp: linear(2560, 9728, { kind: "bf16" }) };
+    const d = device();
+    expect(d.profile.matmul.tiled.matrixSoloRows).toBe(4096);
+    expect(soloRowsCap(d, dims, weights)).toBe(4096);
+    expect(soloRowsCap(device({}, false), dims, weights)).toBe(2048);
+    expect(soloRowsCap(device({ subgroupMatrix: [] }), dims, weights)).toBe(2048);
+    // The LM head never runs on matrix units, so a model whose other weights are 16-bit keeps 2048.
+    expect(soloRowsCap(d, dims, lmHeadOnly)).toBe(2048);
+    expect(soloRowsFit(dims, 8, d, undefined, 4096)).toBe(4096);
+    expect(soloRowsFit(dims, 8, d)).toBe(2048);
+    // gate|up in f16 is 2·9728·2 bytes a row: a 256 MiB binding holds 6,898 of them, less the decode rows.
+    const small = device({ maxBinding: 2 ** 28 });
+    expect(soloRowsFit(dims, 8, small, undefined, 8192)).toBe(Math.floor((2 ** 28 / 38912 - 8) / 64) * 64);
+  });
 
   test("K-splits: narrow matrices in splitK parts (k a multiple of 32), wide ones whole, whatever M", () => {
     const t = device().profile.matmul.tiled;
