@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Prefill attention on matrix units (wgsl/attention_prefill_sgmat.wgsl, bench/NOTES.md #128) on a GPU where
 # Dawn offers f16 subgroup matrices: lab checks against the float64 reference (the shapes of
-# test/ops/attention_matrix_test.ts, which needs vitest the device kit lacks: odd shapes, GQA 1–8, q8 cache,
-# windows, rescaled on every new max or at the profile's margin), its GPU time beside the FMA kernel's at the
-# 4B shape (lab, timestamps; the lab reads it far slower than the engine runs it, #128), the model's logits
-# with it off and on and in 48-row chunks (attention_ab.ts), then the 4B end to end on Dawn with it on
-# (three runs) and off (one). On the lent H200: source .device/setup.sh, unpack dawn.node,
-# FLINT_DAWN_NODE=..., then this. ATTENTION_E2E=0 stops before the end-to-end runs.
+# test/ops/attention_matrix_test.ts, here without vitest: odd shapes, GQA 1–8, q8 cache, windows, rescaled on
+# every new max or at the profile's margin), its GPU time beside the FMA kernel's at the 4B shape (lab,
+# timestamps and wall clock: Dawn's timestamps read this kernel 2.6× slow, #130), the model's logits with it
+# off and on and in 48-row chunks (attention_ab.ts), then the 4B end to end on Dawn with it on (three runs)
+# and off (one). On the lent H200: source .device/setup.sh, unpack dawn.node, FLINT_DAWN_NODE=..., then this.
+# ATTENTION_E2E=0 stops before the end-to-end runs.
 set -u
 keep() { grep -Ev 'deprecated|subgroupMatrix|^:[0-9]|warning|^$|Compilation log|^\s*\^'; }
 L="deno task kernel --no-probe --webgpu dawn"
@@ -20,8 +20,10 @@ for s in S=45,p0=37,nq=6,nkv=2,ps=16,row0=2 S=130,p0=0,nq=32,nkv=8 S=77,p0=1000,
 done
 for p0 in 0 16384; do
   for k in attention_prefill_quad attention_prefill_sgmat; do
-    echo "$k S=2048 p0=$p0: $($L wgsl/$k.wgsl --no-check --iters 5 --shape S=2048,p0=$p0 2>&1 | keep |
-      grep -E "^time|rror" | tr -s ' ')"
+    for w in "" --wall; do
+      echo "$k S=2048 p0=$p0 $w: $($L wgsl/$k.wgsl --no-check --iters 5 --shape S=2048,p0=$p0 $w 2>&1 | keep |
+        grep -E "^time|rror" | tr -s ' ')"
+    done
   done
 done
 deno run -A bench/experiments/attention_ab.ts --synthetic qwen3-0.6b --tokens 3000 --chunk 48 2>&1 | keep |

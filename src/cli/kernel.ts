@@ -3,6 +3,7 @@
  * its float64 reference, then timed and set against the adapter's measured ceilings.
  *   [--shape k=v,...] (over the case's realistic default shape)  [--small] (start from the small shape)
  *   [--f32] (force f32 activations)  [--iters N] (timed runs, default 10; 0: check only)  [--seed S]
+ *   [--wall] (time by the wall clock even where the adapter has timestamp queries)
  *   [--no-check]  [--no-probe]  [--json]  [--list]
  * Exit status 1 when the kernel misses its tolerance.
  * @module
@@ -24,6 +25,7 @@ const SPEC = {
   iters: "number",
   seed: "number",
   "no-check": "boolean",
+  wall: "boolean",
   "no-probe": "boolean",
   json: "boolean",
   list: "boolean",
@@ -32,7 +34,7 @@ const SPEC = {
 
 const USAGE =
   "usage: deno task kernel wgsl/NAME.wgsl [--shape k=v,...] [--small] [--f32] [--iters N] [--seed S]\n" +
-  "       [--webgpu deno|dawn|auto] [--no-check] [--no-probe] [--json] | --list";
+  "       [--webgpu deno|dawn|auto] [--wall] [--no-check] [--no-probe] [--json] | --list";
 
 export async function main(argv: string[]): Promise<number> {
   const f = parseFlags(argv, SPEC);
@@ -58,7 +60,13 @@ export async function main(argv: string[]): Promise<number> {
   const shape = resolveShape(c, { ...(f.small ? c.small : {}), ...parseShape(f.shape ?? "") });
   const gpu = await Gpu.create({ f16: !f.f32, webgpu: webgpuFlag(f.webgpu) });
   try {
-    const report = await runCase(gpu, c, { shape, seed: f.seed ?? 1, iters, check: !f["no-check"] });
+    const report = await runCase(gpu, c, {
+      shape,
+      seed: f.seed ?? 1,
+      iters,
+      check: !f["no-check"],
+      wall: f.wall,
+    });
     const ceil = iters > 0 && !f["no-probe"] ? await measureCeilings(gpu) : null;
     if (f.json) console.log(JSON.stringify({ ...report, ceilings: ceil, adapter: gpu.info.adapter }));
     else print(report, ceil, gpu, c.summary);

@@ -141,16 +141,16 @@ export interface Timing {
 }
 
 /**
- * Times `iters` runs. With timestamp queries each run is its own compute pass bracketed by timestamps (the
- * state restore copies sit outside the passes); otherwise wall clock over batches of runs per submit, since
- * one wait per run would measure the ≥10 ms `mapAsync` latency instead of the kernel.
+ * Times `iters` runs. With timestamp queries (unless `wall`) each run is its own compute pass bracketed by
+ * timestamps (the state restore copies sit outside the passes); otherwise wall clock over batches of runs
+ * per submit, since one wait per run would measure the ≥10 ms `mapAsync` latency instead of the kernel.
  */
-export async function timeBound(b: Bound, iters: number): Promise<Timing> {
+export async function timeBound(b: Bound, iters: number, wall = false): Promise<Timing> {
   const gpu = b.ctx.gpu;
   const dev = gpu.device;
   runOnce(b); // warm-up (first-use costs)
   await dev.queue.onSubmittedWorkDone();
-  if (gpu.info.timestamps) {
+  if (gpu.info.timestamps && !wall) {
     const qs = dev.createQuerySet({ type: "timestamp", count: 2 * iters });
     const resolve = gpu.memory.create("staging", {
       label: "lab.ts",

@@ -38,7 +38,7 @@ export function actOf(gpu: Gpu): ActDtype {
 export async function runCase(
   gpu: Gpu,
   c: KernelCase,
-  opts: { shape?: Shape; seed?: number; iters?: number; check?: boolean } = {},
+  opts: { shape?: Shape; seed?: number; iters?: number; check?: boolean; wall?: boolean } = {},
 ): Promise<BenchReport> {
   const shape = resolveShape(c, opts.shape);
   const seed = opts.seed ?? 1;
@@ -52,7 +52,7 @@ export async function runCase(
       runOnce(bound);
       outputs = c.check(await bound.read(), inputs);
     }
-    const timing = opts.iters ? await timeBound(bound, opts.iters) : null;
+    const timing = opts.iters ? await timeBound(bound, opts.iters, opts.wall) : null;
     const deviceErrors = gpu.takeErrors();
     return {
       file: c.files[0],

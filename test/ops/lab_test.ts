@@ -261,7 +261,7 @@ describe("deno task kernel", () => {
     return { code: r.code, out: new TextDecoder().decode(r.stdout), err: new TextDecoder().decode(r.stderr) };
   }
 
-  test("checks and times a kernel (--json), and reports bad input with a clear error", async () => {
+  test("checks and times a kernel (--json, --wall), and reports bad input with a clear error", async () => {
     const tasks = JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).tasks;
     expect(tasks.kernel).toBe("deno run -A src/cli/kernel.ts");
     const ok = await cli([
@@ -277,6 +277,18 @@ describe("deno task kernel", () => {
     const r = JSON.parse(ok.out);
     expect([r.ok, r.shape.M, r.shape.w, r.outputs[0].checked]).toEqual([true, 3, "q3g32", 3 * 37]);
     expect(r.timing.medianMs).toBeGreaterThan(0);
+    // --wall times by the wall clock even where the adapter has timestamp queries.
+    const wall = await cli([
+      "wgsl/rms_norm.wgsl",
+      "--small",
+      "--iters",
+      "2",
+      "--no-probe",
+      "--wall",
+      "--json",
+    ]);
+    expect(wall.code, wall.err).toBe(0);
+    expect(JSON.parse(wall.out).timing.method).toBe("wall");
     // Plain text with the measured ceilings (the probes run once per device).
     const text = await cli(["wgsl/rms_norm.wgsl", "--small", "--f32", "--iters", "2"]);
     expect(text.code, text.err).toBe(0);
