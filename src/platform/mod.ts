@@ -119,11 +119,22 @@ export function matrixKernelsFit(
 }
 
 /**
+ * The implementation of code that does not choose one (the library, the tests): `FLINT_WEBGPU` (deno, dawn or
+ * auto), so the test suite runs on Dawn with `FLINT_WEBGPU=dawn`; else Deno's.
+ */
+export function defaultWebGpu(): WebGpuChoice {
+  const v = isDeno ? (globalThis as any).Deno.env.get("FLINT_WEBGPU") : undefined;
+  if (!v) return "deno";
+  if (v === "deno" || v === "dawn" || v === "auto") return v;
+  throw new DeviceError(`FLINT_WEBGPU=${v}: expected deno, dawn or auto`);
+}
+
+/**
  * The high-performance adapter of the chosen implementation (browsers: their own, whatever the choice) and
  * which one it is, or a DeviceError that says what is missing.
  */
 export async function requestAdapter(
-  choice: WebGpuChoice = "deno",
+  choice: WebGpuChoice = defaultWebGpu(),
   dawnFlags: string[] = [],
 ): Promise<{ adapter: GPUAdapter; gpu: GPU; impl: WebGpuImpl }> {
   if (isDeno && choice !== "deno") {

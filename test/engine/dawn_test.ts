@@ -21,7 +21,7 @@ import {
   POLL_SPIN_MS,
   pollPacer,
 } from "../../src/platform/dawn.ts";
-import { matrixKernelsRun } from "../../src/platform/mod.ts";
+import { defaultWebGpu, matrixKernelsRun } from "../../src/platform/mod.ts";
 import { DiskModelSource } from "../../src/platform/deno.ts";
 import { DEFAULT_MODEL, FIXTURES, ROOT } from "../util/fixtures.ts";
 
@@ -30,6 +30,23 @@ describe("--webgpu", () => {
     expect(webgpuFlag(undefined)).toBe("auto");
     for (const v of ["deno", "dawn", "auto"]) expect(webgpuFlag(v)).toBe(v);
     expect(() => webgpuFlag("vulkan")).toThrow(/--webgpu vulkan: expected deno .*dawn .*auto/);
+  });
+
+  test("code that does not choose gets FLINT_WEBGPU's implementation, else Deno's; a bad value is an error", () => {
+    const before = Deno.env.get("FLINT_WEBGPU");
+    try {
+      Deno.env.delete("FLINT_WEBGPU");
+      expect(defaultWebGpu()).toBe("deno");
+      for (const v of ["deno", "dawn", "auto"]) {
+        Deno.env.set("FLINT_WEBGPU", v);
+        expect(defaultWebGpu()).toBe(v);
+      }
+      Deno.env.set("FLINT_WEBGPU", "metal");
+      expect(() => defaultWebGpu()).toThrow(/FLINT_WEBGPU=metal: expected deno, dawn or auto/);
+    } finally {
+      if (before === undefined) Deno.env.delete("FLINT_WEBGPU");
+      else Deno.env.set("FLINT_WEBGPU", before);
+    }
   });
 
   test("a missing dawn.node is a DeviceError naming the file and the fix", async () => {
