@@ -32,10 +32,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let r = params.row0 + i / H;
   let n = i % H;
   let k = params.k;
+  // The shared term first and as a product with the gate's reciprocal, as moe_vec's fused combine takes it
+  // (the same bits: a quotient may be lowered differently where the gate is uniform).
+#ifdef SHARED
+  let s = sy[r * H + n] * (1.0 / (1.0 + exp(-gate[r])));
+#endif
   var acc = 0.0;
   for (var j = 0u; j < k; j++) { acc += weights[r * k + j] * y[(r * k + j) * H + n]; }
 #ifdef SHARED
-  acc += sy[r * H + n] / (1.0 + exp(-gate[r]));
+  acc += s;
 #endif
   x[r * H + n] = x[r * H + n] + acc;
 }

@@ -203,8 +203,10 @@ describe("Tint (Dawn's null backend) compiles the engine's kernels", () => {
     ];
     let kernels = 0;
     for (const m of models) {
+      // On Deno's WebGPU (its kernels, as naga takes them) whatever FLINT_WEBGPU says.
       const engine = await Engine.load(m.src, {
         ...(m.weightSource ? { weightSource: m.weightSource } : {}),
+        gpuOptions: { webgpu: "deno" },
         maxBatch: 2,
         contextWindow: 256,
         prefillChunk: 32,

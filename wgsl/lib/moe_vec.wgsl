@@ -147,7 +147,7 @@ fn combine_load(r: u32, n0: u32, lid: u32) -> Residual {
   let xi = r * N + min(n0 + lid, N - 1u);
   var res = Residual(xi, xr[xi], 0.0);
 #ifdef SHARED
-  res.s = sy[xi] / (1.0 + exp(-gate[r]));
+  res.s = sy[xi] * (1.0 / (1.0 + exp(-gate[r])));
 #endif
   if (lid < k) { wk[lid] = weights[r * k + lid]; }
   return res;
