@@ -253,6 +253,9 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
   };
 }
 
+/** Where the prefill-at-depth window starts: llama.cpp's pp512 at depth 16,384 is the figure beside it. */
+const PREFILL_DEPTH = 16384;
+
 /**
  * Tokens/s over ≥ 2048 tokens of chunks from depth PREFILL_DEPTH on (else the deepest such window before
  * the final chunk). Each prefill chunk is one group, retired one group late: chunk k's event fires once
@@ -260,9 +263,6 @@ export async function measureE2E(engine: Engine, o: E2EOptions): Promise<E2EResu
  * The last non-final event is left out (the chunk after it is the final one, which may be short and is read
  * at once for the first token).
  */
-/** Where the prefill-at-depth window starts: llama.cpp's pp512 at depth 16,384 is the figure beside it. */
-const PREFILL_DEPTH = 16384;
-
 export function chunkRate(
   ev: { processed: number; total: number; t: number }[],
 ): { from: number; to: number; tps: number } | null {

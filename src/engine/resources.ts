@@ -191,17 +191,22 @@ function allocHybrid(
   return out;
 }
 
+/** Rows of a prefill step running alone at most, off matrix units (bigger matmuls fill the GPU better). */
+const SOLO_ROWS = 2048;
+
 /**
  * The most rows a prefill step running alone takes: the profile's `matrixSoloRows` where the model's prefill
- * matmuls run on matrix units, else 2048.
+ * matmuls run on matrix units, else SOLO_ROWS.
  */
 export function soloRowsCap(gpu: Pick<Gpu, "info" | "profile">, d: Dims, weights: unknown): number {
   const onMatrixUnits = prefillLinears(d, weights).some((l) => usesMatrixUnits(gpu, l));
-  return onMatrixUnits ? gpu.profile.matmul.tiled.matrixSoloRows : 2048;
+  return onMatrixUnits ? gpu.profile.matmul.tiled.matrixSoloRows : SOLO_ROWS;
 }
 
-/** The Linears prefill rows multiply: the embedding table and the LM head (N = vocab) are gathered or run
- * on decode's kernels. */
+/**
+ * The Linears prefill rows multiply: not the embedding table or the LM head (N = vocab), gathered or run on
+ * decode's kernels.
+ */
 function prefillLinears(d: Dims, weights: unknown): Linear[] {
   return weights ? linearsIn(weights).filter((l) => l.N !== d.vocab) : [];
 }
@@ -216,7 +221,7 @@ export function soloRowsFit(
   maxBatch: number,
   gpu: Pick<Gpu, "info" | "profile">,
   hybrid?: HybridDims,
-  maxRows = 2048,
+  maxRows = SOLO_ROWS,
 ): number {
   const ab = gpu.info.f16 ? 2 : 4;
   const perRow = Math.max(
